@@ -1,0 +1,86 @@
+#pragma once
+// Ring algorithms. Rank r talks only to its neighbours r+1 (right) and r-1
+// (left), and the buffer is cut into n blocks.
+//
+// reduce-scatter: n-1 steps; at step s rank r passes block r-s-1 to the
+//   right and folds the left neighbour's copy of block r-s-2 into its own.
+//   Afterwards rank r holds block r reduced over all ranks.
+// all-gather:     n-1 steps; at step s rank r passes block r-s (complete)
+//   to the right and receives block r-s-1 from the left.
+// all-reduce:     reduce-scatter, then all-gather. Each rank sends and
+//   receives 2(n-1)/n of the buffer, the least any algorithm can, in
+//   2(n-1) latency steps: the choice for large messages.
+// broadcast:      a pipelined chain root -> root+1 -> ... in chunks: about
+//   (n-1) + chunks steps, each link carries the buffer once.
+#include <vector>
+
+#include <ringtree/algorithms/common.hpp>
+
+namespace ringtree::ring {
+
+template <transport T, class E>
+void reduce_scatter(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
+  const int n = t.size(), r = t.rank();
+  const int right = detail::mod(r + 1, n), left = detail::mod(r - 1, n);
+  const std::size_t largest = std::max<std::size_t>(1, detail::block(data.size(), n, 0).size);
+  const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), largest);
+  auto slots = t.memory().template scratch<E>(2 * chunk);
+  for (int s = 0; s < n - 1; ++s) {
+    auto out = detail::block_of(data, n, detail::mod(r - s - 1, n));
+    auto acc = detail::block_of(data, n, detail::mod(r - s - 2, n));
+    detail::sendrecv_reduce(t, o, right, std::span<const E>(out), left, acc, chunk, slots.span());
+  }
+}
+
+template <transport T, class E>
+void allgather(T& t, std::span<E> data) {
+  const int n = t.size(), r = t.rank();
+  const int right = detail::mod(r + 1, n), left = detail::mod(r - 1, n);
+  for (int s = 0; s < n - 1; ++s)
+    detail::sendrecv(t, right, std::span<const E>(detail::block_of(data, n, detail::mod(r - s, n))), left,
+                     detail::block_of(data, n, detail::mod(r - s - 1, n)));
+}
+
+template <transport T, class E>
+void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
+  reduce_scatter(t, data, o, tun);
+  allgather(t, data);
+}
+
+template <transport T, class E>
+void broadcast(T& t, std::span<E> data, int root, const detail::tuning& tun = {}) {
+  const int n = t.size(), v = detail::mod(t.rank() - root, n);  // position in the chain
+  const int next = detail::mod(t.rank() + 1, n), prev = detail::mod(t.rank() - 1, n);
+  const std::size_t chunk = detail::chunk_elems(tun.chain_chunk_bytes, sizeof(E));
+  const std::size_t chunks = detail::chunk_count(data.size(), chunk);
+  std::vector<typename T::request> recvs, sends;
+  if (v > 0)
+    for (std::size_t j = 0; j < chunks; ++j) recvs.push_back(detail::post_recv(t, prev, detail::chunk_of(data, chunk, j)));
+  for (std::size_t j = 0; j < chunks; ++j) {
+    if (v > 0) t.wait(recvs[j]);
+    if (v < n - 1) sends.push_back(detail::post_send(t, next, std::span<const E>(detail::chunk_of(data, chunk, j))));
+  }
+  detail::wait_all(t, sends);
+}
+
+// Reduce to one rank: reduce-scatter, then every block travels to the root.
+// Bandwidth-optimal like all-reduce; `data` is clobbered on other ranks.
+template <transport T, class E>
+void reduce(T& t, std::span<E> data, op o, int root, const detail::tuning& tun = {}) {
+  const int n = t.size(), r = t.rank();
+  reduce_scatter(t, data, o, tun);
+  if (r != root) {
+    if (auto mine = detail::block_of(data, n, r); !mine.empty()) {
+      auto req = detail::post_send(t, root, std::span<const E>(mine));
+      t.wait(req);
+    }
+    return;
+  }
+  std::vector<typename T::request> recvs;
+  for (int i = 0; i < n; ++i)
+    if (i != root && detail::block(data.size(), n, i).size != 0)
+      recvs.push_back(detail::post_recv(t, i, detail::block_of(data, n, i)));
+  detail::wait_all(t, recvs);
+}
+
+}  // namespace ringtree::ring

@@ -1,0 +1,267 @@
+#pragma once
+// communicator<Transport>: the front door. Each call checks its arguments,
+// picks an algorithm (the caller's, or the tuner's for automatic), runs it
+// over the transport and finishes avg. Bad arguments raise ringtree::error
+// before any message is sent, so the communicator stays usable.
+//
+// Checked mode (option `checked`, or RINGTREE_CHECK=1) first has the ranks
+// compare what they were asked to do (call, count, type, op, root,
+// algorithm, and whether their arguments were valid); a mismatch raises on
+// every rank, naming the ranks that differ, instead of hanging or
+// corrupting memory. It costs one small all-gather per call.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/algorithms/ring.hpp>
+#include <ringtree/algorithms/scatter.hpp>
+#include <ringtree/algorithms/tree.hpp>
+#include <ringtree/core/config.hpp>
+#include <ringtree/core/dtype.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/tuner.hpp>
+
+namespace ringtree {
+
+struct communicator_options {
+  bool checked = detail::env_flag("RINGTREE_CHECK");
+  detail::tuning tuning{};
+};
+
+template <transport Transport>
+class communicator {
+ public:
+  explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(opt) {}
+
+  int rank() const noexcept { return t_->rank(); }
+  int size() const noexcept { return t_->size(); }
+  Transport& transport() const noexcept { return *t_; }
+  bool checked() const noexcept { return opt_.checked; }
+  void set_checked(bool on) noexcept { opt_.checked = on; }
+
+  template <element E>
+  void allreduce(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size_bytes());
+    c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
+    c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
+    finish(c);
+    memory().copy(out, in);
+    run_allreduce(c, out, o);
+  }
+  template <element E>
+  void allreduce(std::span<E> inout, op o = op::sum, algorithm a = algorithm::automatic) {
+    allreduce(std::span<const E>(inout), inout, o, a);
+  }
+
+  template <element E>
+  void broadcast(std::span<E> data, int root, algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size_bytes());
+    finish(c);
+    if (size() == 1 || data.empty()) return;
+    switch (c.algo) {
+      case algorithm::ring: ring::broadcast(*t_, data, root, opt_.tuning); break;
+      case algorithm::tree: tree::broadcast(*t_, data, root, opt_.tuning); break;
+      default: tree::binomial_broadcast(*t_, data, root); break;
+    }
+  }
+
+  // `out` must hold in.size() elements on the root; elsewhere it is unused.
+  template <element E>
+  void reduce(std::span<const E> in, std::span<E> out, int root, op o = op::sum,
+              algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::reduce, in.size(), o, root, a, in.size_bytes());
+    if (rank() == root) {
+      c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
+      c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
+    }
+    finish(c);
+    if (in.empty()) return;
+    auto mem = memory();
+    typename memory_of<Transport>::template buffer<E> work;
+    std::span<E> data = out;
+    if (rank() != root) {  // the algorithms reduce in place: keep `in` intact
+      work = mem.template scratch<E>(in.size());
+      data = work.span();
+    }
+    mem.copy(data, in);
+    if (size() > 1) {
+      switch (c.algo) {
+        case algorithm::ring: ring::reduce(*t_, data, o, root, opt_.tuning); break;
+        case algorithm::tree: tree::reduce(*t_, data, o, root, opt_.tuning); break;
+        default: tree::binomial_reduce(*t_, data, o, root); break;
+      }
+    }
+    if (o == op::avg && rank() == root) mem.average(data, size());
+  }
+
+  // The root's `in` holds size() * out.size() elements; rank i receives block i.
+  template <element E>
+  void scatter(std::span<const E> in, std::span<E> out, int root, algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size_bytes());
+    if (rank() == root) {
+      c.require(in.size() == out.size() * size(), "in.size() = ", in.size(), " on the root but size() * out.size() = ",
+                size(), " * ", out.size(), " = ", out.size() * size());
+      c.require(!overlap(in, out), "in and out overlap");
+    }
+    finish(c);
+    if (c.algo == algorithm::linear) linear::scatter(*t_, in, out, root);
+    else binomial::scatter(*t_, in, out, root);
+  }
+
+  // The root's `out` receives size() * in.size() elements, rank i's in block i.
+  template <element E>
+  void gather(std::span<const E> in, std::span<E> out, int root, algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size_bytes());
+    if (rank() == root) {
+      c.require(out.size() == in.size() * size(), "out.size() = ", out.size(), " on the root but size() * in.size() = ",
+                size(), " * ", in.size(), " = ", in.size() * size());
+      c.require(!overlap(in, out), "in and out overlap");
+    }
+    finish(c);
+    if (c.algo == algorithm::linear) linear::gather(*t_, in, out, root);
+    else binomial::gather(*t_, in, out, root);
+  }
+
+  // `in` holds size() * out.size() elements; rank i receives block i reduced.
+  template <element E>
+  void reduce_scatter(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size_bytes());
+    c.require(in.size() == out.size() * size(), "in.size() = ", in.size(), " but size() * out.size() = ", size(),
+              " * ", out.size(), " = ", out.size() * size());
+    c.require(!overlap(in, out), "in and out overlap");
+    finish(c);
+    if (out.empty()) return;
+    auto mem = memory();
+    auto work = mem.template scratch<E>(in.size());
+    mem.copy(work.span(), in);
+    ring::reduce_scatter(*t_, work.span(), o, opt_.tuning);
+    mem.copy(out, std::span<const E>(detail::block_of(work.span(), size(), rank())));
+    if (o == op::avg) mem.average(out, size());
+  }
+
+  // `out` receives size() * in.size() elements, rank i's `in` in block i.
+  // `in` may be out's block rank() (in place).
+  template <element E>
+  void allgather(std::span<const E> in, std::span<E> out, algorithm a = algorithm::automatic) {
+    call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size_bytes());
+    c.require(out.size() == in.size() * size(), "out.size() = ", out.size(), " but size() * in.size() = ", size(),
+              " * ", in.size(), " = ", in.size() * size());
+    auto mine = out.subspan(std::min(out.size(), in.size() * rank()), std::min(in.size(), out.size()));
+    c.require(in.data() == mine.data() || !overlap(in, out), "in overlaps out but is not out's block ", rank());
+    finish(c);
+    memory().copy(mine, in);
+    ring::allgather(*t_, out);
+  }
+
+  void barrier() {
+    call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
+    finish(c);
+    dissemination::barrier(*t_);
+  }
+
+ private:
+  // One collective call: what was asked, the algorithm picked, and the
+  // first problem found with the arguments.
+  struct call {
+    collective what;
+    std::size_t count;
+    dtype type;
+    op o;
+    int root;
+    algorithm algo;
+    int rank;
+    std::string problem;
+    template <class... A>
+    void require(bool ok, const A&... why) {
+      if (!ok && problem.empty()) problem = detail::cat(why...);
+    }
+    std::array<std::uint64_t, 7> words() const {
+      return {std::uint64_t(what), count, std::uint64_t(type), std::uint64_t(o),
+              std::uint64_t(std::int64_t(root)), std::uint64_t(algo), problem.empty() ? 0u : 1u};
+    }
+  };
+  static constexpr const char* field_names[] = {"call", "count", "element type", "op", "root", "algorithm", "argument check"};
+
+  auto memory() const { return t_->memory(); }
+
+  template <class A, class B>
+  static bool overlap(std::span<A> a, std::span<B> b) noexcept {
+    auto pa = reinterpret_cast<std::uintptr_t>(a.data()), pb = reinterpret_cast<std::uintptr_t>(b.data());
+    return !a.empty() && !b.empty() && pa < pb + b.size_bytes() && pb < pa + a.size_bytes();
+  }
+
+  template <class E>
+  call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t bytes) {
+    call c{what, count, dtype_of<E>, o, root, a, rank(), {}};
+    const bool rooted = what == collective::broadcast || what == collective::reduce ||
+                        what == collective::scatter || what == collective::gather;
+    if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
+    if (a == algorithm::automatic) c.algo = detail::choose(what, bytes, size());
+    else c.require(detail::offers(what, a), "algorithm ", to_string(a), " is not available for ", to_string(what),
+                   " (available: ", detail::offered_names(what), ")");
+    return c;
+  }
+
+  // Raise on bad arguments; in checked mode, first agree across ranks.
+  void finish(const call& c) {
+    const std::string name(to_string(c.what));
+    if (opt_.checked && size() > 1) compare(c, name);
+    if (!c.problem.empty()) throw error(name, rank(), c.problem);
+  }
+
+  void compare(const call& c, const std::string& name) {
+    constexpr std::size_t w = std::tuple_size_v<decltype(c.words())>;
+    std::vector<std::uint64_t> all(w * size());
+    auto mine = c.words();
+    std::copy(mine.begin(), mine.end(), all.begin() + w * rank());
+    ring::allgather(*t_, std::span<std::uint64_t>(all));  // blocks are exactly w words each
+    auto word = [&](int r, std::size_t f) { return all[w * r + f]; };
+    std::string invalid;
+    for (int r = 0; r < size(); ++r)
+      if (word(r, w - 1) != 0) invalid += (invalid.empty() ? "" : ", ") + std::to_string(r);
+    if (!invalid.empty()) {
+      if (!c.problem.empty()) throw error(name, rank(), c.problem + " (checked mode: ranks " + invalid + " raise)");
+      throw error(name, rank(), "checked mode: ranks " + invalid + " passed invalid arguments to this call");
+    }
+    for (std::size_t f = 0; f + 1 < w; ++f) {
+      std::string differ;
+      for (int r = 1; r < size(); ++r)
+        if (word(r, f) != word(0, f)) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+      if (differ.empty()) continue;
+      std::string values;
+      for (int r = 0; r < size(); ++r) values += detail::cat(r ? ", " : "", "rank ", r, ": ", describe(f, word(r, f)));
+      throw error(name, rank(), detail::cat("checked mode: ranks ", differ, " differ from rank 0 in ",
+                                            field_names[f], " (", values, ")"));
+    }
+  }
+
+  static std::string describe(std::size_t field, std::uint64_t v) {
+    switch (field) {
+      case 0: return std::string(to_string(collective(v)));
+      case 2: return std::string(to_string(dtype(v)));
+      case 3: return std::string(to_string(op(v)));
+      case 4: return std::to_string(std::int64_t(v));
+      case 5: return std::string(to_string(algorithm(v)));
+      default: return std::to_string(v);
+    }
+  }
+
+  template <class E>
+  void run_allreduce(const call& c, std::span<E> data, op o) {
+    if (data.empty()) return;
+    if (size() > 1) {
+      if (c.algo == algorithm::ring) ring::allreduce(*t_, data, o, opt_.tuning);
+      else tree::allreduce(*t_, data, o, opt_.tuning);
+    }
+    if (o == op::avg) memory().average(data, size());
+  }
+
+  Transport* t_;
+  communicator_options opt_;
+};
+
+}  // namespace ringtree

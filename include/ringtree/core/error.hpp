@@ -1,0 +1,64 @@
+#pragma once
+// One exception type for everything ringtree raises. Each error names the
+// call, the rank and the offending values, plus where in ringtree it was
+// raised, so a message from rank 7 of 64 is enough to act on.
+#include <source_location>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace ringtree {
+
+class error : public std::runtime_error {
+ public:
+  error(std::string call, int rank, const std::string& what,
+        std::source_location where = std::source_location::current())
+      : std::runtime_error(format(call, rank, what, where)),
+        call_(std::move(call)),
+        rank_(rank) {}
+
+  const std::string& call() const noexcept { return call_; }
+  int rank() const noexcept { return rank_; }
+
+ private:
+  static std::string format(const std::string& call, int rank, const std::string& what,
+                            const std::source_location& where) {
+    std::ostringstream os;
+    os << "ringtree: " << call;
+    if (rank >= 0) os << " on rank " << rank;
+    os << ": " << what;
+    std::string file = where.file_name();
+    if (auto slash = file.find_last_of('/'); slash != std::string::npos) file.erase(0, slash + 1);
+    os << " [" << file << ':' << where.line() << ']';
+    return os.str();
+  }
+
+  std::string call_;
+  int rank_;
+};
+
+// A peer did not answer in time (stalled, dead, or never joined the call).
+class timeout_error : public error {
+ public:
+  timeout_error(std::string call, int rank, int peer, const std::string& what,
+                std::source_location where = std::source_location::current())
+      : error(std::move(call), rank, what, where), peer_(peer) {}
+  int peer() const noexcept { return peer_; }
+
+ private:
+  int peer_;
+};
+
+namespace detail {
+
+// Builds the "values" part of a message: cat("count=", n, " root=", r).
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+}  // namespace detail
+}  // namespace ringtree

@@ -1,0 +1,17 @@
+#pragma once
+// ringtree: collective communication algorithms over interchangeable
+// transports. This umbrella needs nothing but the C++ standard library;
+// include <ringtree/transport/mpi.hpp> or <ringtree/transport/cuda_ipc.hpp>
+// on purpose for those transports.
+#include <ringtree/core/dtype.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/core/reduce.hpp>
+#include <ringtree/transport/transport.hpp>
+#include <ringtree/transport/local.hpp>
+#include <ringtree/transport/traced.hpp>
+#include <ringtree/algorithms/ring.hpp>
+#include <ringtree/algorithms/tree.hpp>
+#include <ringtree/algorithms/scatter.hpp>
+#include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/tuner.hpp>
+#include <ringtree/communicator.hpp>

@@ -1,0 +1,241 @@
+#pragma once
+// local_world: N ranks as N threads in one process, for tests and for
+// learning. Messages really move: a send posts (pointer, length) into the
+// (sender, receiver) channel and completes only when the receiver has
+// copied it out (rendezvous, one copy), so an algorithm that would deadlock
+// on MPI's rendezvous protocol deadlocks here too, and is caught by a
+// timeout instead of hanging. A rank that throws or returns early wakes
+// every waiter with an error naming it.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include <ringtree/core/config.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/transport/transport.hpp>
+
+namespace ringtree {
+
+class local_world;
+
+namespace detail {
+
+struct local_message {
+  const std::byte* data;
+  std::size_t bytes;
+  bool taken = false;      // a receiver is copying it
+  bool done = false;       // copied (or refused), the sender may go on
+  std::string refused;     // why the receiver refused it
+};
+
+struct local_channel {
+  std::mutex m;
+  std::condition_variable cv;
+  std::uint64_t sent = 0;    // sequence number of the next send
+  std::uint64_t posted = 0;  // sequence number of the next receive
+  std::map<std::uint64_t, std::shared_ptr<local_message>> inbox;
+};
+
+}  // namespace detail
+
+class local_transport {
+ public:
+  using memory_type = host_memory;
+
+  class request {
+   public:
+    request() = default;
+    request(request&& o) noexcept { swap(o); }
+    request& operator=(request&& o) noexcept { request t(std::move(o)); swap(t); return *this; }
+    ~request() { withdraw(); }
+
+   private:
+    friend class local_transport;
+    void swap(request& o) noexcept {
+      std::swap(ch_, o.ch_); std::swap(msg_, o.msg_); std::swap(seq_, o.seq_);
+      std::swap(dst_, o.dst_); std::swap(peer_, o.peer_); std::swap(recv_, o.recv_);
+    }
+    // An unfinished send must not leave a pointer to a buffer that is about
+    // to die (the stack unwinding after an error): take it back, or wait
+    // for the copy already in progress.
+    void withdraw() noexcept {
+      if (ch_ == nullptr || recv_ || !msg_) return;
+      std::unique_lock lk(ch_->m);
+      if (!msg_->taken) {
+        for (auto it = ch_->inbox.begin(); it != ch_->inbox.end(); ++it)
+          if (it->second == msg_) { ch_->inbox.erase(it); break; }
+        msg_->done = true;
+      }
+      ch_->cv.wait(lk, [&] { return msg_->done; });
+      ch_ = nullptr;
+    }
+    detail::local_channel* ch_ = nullptr;
+    std::shared_ptr<detail::local_message> msg_;  // sends
+    std::uint64_t seq_ = 0;                       // receives
+    std::span<std::byte> dst_;                    // receives
+    int peer_ = -1;
+    bool recv_ = false;
+  };
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept;
+  host_memory memory() const noexcept { return {}; }
+
+  request isend(int peer, std::span<const std::byte> data);
+  request irecv(int peer, std::span<std::byte> data);
+  void wait(request& r);
+
+ private:
+  friend class local_world;
+  local_transport(local_world& w, int rank) : world_(&w), rank_(rank) {}
+  local_world* world_;
+  int rank_;
+};
+
+class local_world {
+ public:
+  explicit local_world(int size, std::chrono::duration<double> timeout = detail::default_timeout())
+      : size_(size), timeout_(timeout) {
+    if (size < 1) throw error("local_world", -1, detail::cat("size must be at least 1, got ", size));
+  }
+  int size() const noexcept { return size_; }
+
+  // Runs per_rank(local_transport&) on `size` threads and waits for all of
+  // them; rethrows the first error raised on any rank.
+  template <class F>
+  void run(F&& per_rank) {
+    channels_ = std::vector<detail::local_channel>(static_cast<std::size_t>(size_) * size_);
+    state_ = std::vector<std::atomic<int>>(size_);
+    failed_ = -1;
+    std::exception_ptr first;
+    std::mutex first_m;
+    std::vector<std::thread> threads;
+    threads.reserve(size_);
+    for (int r = 0; r < size_; ++r) {
+      threads.emplace_back([&, r] {
+        local_transport t(*this, r);
+        try {
+          per_rank(t);
+          leave(r, running_done);
+        } catch (...) {
+          {
+            std::lock_guard lk(first_m);
+            if (!first) first = std::current_exception();
+          }
+          leave(r, running_failed);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    if (first) std::rethrow_exception(first);
+  }
+
+ private:
+  friend class local_transport;
+  static constexpr int running = 0, running_done = 1, running_failed = 2;
+
+  detail::local_channel& channel(int from, int to) {
+    return channels_[static_cast<std::size_t>(from) * size_ + to];
+  }
+  void leave(int r, int how) {
+    if (how == running_failed) {
+      int expect = -1;
+      failed_.compare_exchange_strong(expect, r);
+    }
+    state_[r] = how;
+    for (auto& c : channels_) {  // wake every waiter so it can see who left
+      std::lock_guard lk(c.m);
+      c.cv.notify_all();
+    }
+  }
+  // Why a wait on `peer` can never finish, or "" while it still can.
+  std::string gone(int peer) const {
+    if (const int f = failed_; f >= 0) return detail::cat("rank ", f, " failed");
+    if (state_[peer] != running) return detail::cat("rank ", peer, " returned from run() without matching this message");
+    return {};
+  }
+  template <class Pred>
+  void wait_for(int rank, int peer, const char* what, std::unique_lock<std::mutex>& lk,
+                detail::local_channel& c, Pred done) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+    while (!done()) {
+      if (auto why = gone(peer); !why.empty())
+        throw error(what, rank, detail::cat("peer rank ", peer, " can no longer answer: ", why));
+      if (c.cv.wait_until(lk, deadline) == std::cv_status::timeout && !done())
+        throw timeout_error(what, rank, peer,
+                            detail::cat("waited ", timeout_.count(), " s for rank ", peer,
+                                        " (RINGTREE_TIMEOUT)"));
+    }
+  }
+
+  int size_;
+  std::chrono::duration<double> timeout_;
+  std::vector<detail::local_channel> channels_;
+  std::vector<std::atomic<int>> state_;
+  std::atomic<int> failed_{-1};
+};
+
+inline int local_transport::size() const noexcept { return world_->size(); }
+
+inline local_transport::request local_transport::isend(int peer, std::span<const std::byte> data) {
+  auto& c = world_->channel(rank_, peer);
+  request r;
+  r.ch_ = &c;
+  r.peer_ = peer;
+  r.msg_ = std::make_shared<detail::local_message>(detail::local_message{data.data(), data.size(), false, false, {}});
+  std::lock_guard lk(c.m);
+  c.inbox.emplace(c.sent++, r.msg_);
+  c.cv.notify_all();
+  return r;
+}
+
+inline local_transport::request local_transport::irecv(int peer, std::span<std::byte> data) {
+  auto& c = world_->channel(peer, rank_);
+  request r;
+  r.ch_ = &c;
+  r.peer_ = peer;
+  r.recv_ = true;
+  r.dst_ = data;
+  std::lock_guard lk(c.m);
+  r.seq_ = c.posted++;
+  return r;
+}
+
+inline void local_transport::wait(request& r) {
+  if (r.ch_ == nullptr) return;
+  auto& c = *r.ch_;
+  std::unique_lock lk(c.m);
+  if (!r.recv_) {
+    world_->wait_for(rank_, r.peer_, "send", lk, c, [&] { return r.msg_->done; });
+    r.ch_ = nullptr;
+    if (!r.msg_->refused.empty()) throw error("send", rank_, r.msg_->refused);
+    return;
+  }
+  world_->wait_for(rank_, r.peer_, "recv", lk, c, [&] { return c.inbox.count(r.seq_) != 0; });
+  auto msg = c.inbox.extract(r.seq_).mapped();
+  r.ch_ = nullptr;
+  if (msg->bytes != r.dst_.size()) {
+    msg->refused = detail::cat("rank ", r.peer_, " sent ", msg->bytes, " bytes to rank ", rank_,
+                               ", which expected ", r.dst_.size(), " (mismatched collective calls?)");
+    msg->done = true;
+    c.cv.notify_all();
+    throw error("recv", rank_, msg->refused);
+  }
+  msg->taken = true;
+  lk.unlock();
+  if (msg->bytes != 0) std::memcpy(r.dst_.data(), msg->data, msg->bytes);
+  lk.lock();
+  msg->done = true;
+  c.cv.notify_all();
+}
+
+}  // namespace ringtree

@@ -1,0 +1,65 @@
+#pragma once
+// The transport concept: what every algorithm may ask of the layer below.
+//
+// A transport moves bytes between ranks, nothing more. Messages between one
+// pair of ranks are matched in the order they were posted (like MPI with
+// one tag), so algorithms need no tags. Sends may be rendezvous: an isend
+// need not complete until the matching irecv is posted, so an algorithm
+// must post both sides of an exchange before waiting on either.
+//
+// Each transport also names the memory it moves (`memory_type`): the host
+// by default, device memory for CUDA IPC. Algorithms allocate scratch and
+// reduce through that memory object, so the same schedule serves both.
+#include <concepts>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <span>
+
+#include <ringtree/core/reduce.hpp>
+
+namespace ringtree {
+
+// Host memory: scratch from the heap, reductions by the vectorised loops.
+struct host_memory {
+  template <class E>
+  struct buffer {
+    std::unique_ptr<E[]> data_;
+    std::size_t size_ = 0;
+    std::span<E> span() const noexcept { return {data_.get(), size_}; }
+  };
+  template <class E>
+  buffer<E> scratch(std::size_t n) const {
+    return {std::make_unique_for_overwrite<E[]>(n), n};
+  }
+  template <class E>
+  void copy(std::span<E> dst, std::span<const E> src) const noexcept {
+    if (!src.empty() && dst.data() != src.data())
+      std::memcpy(static_cast<void*>(dst.data()), src.data(), src.size_bytes());
+  }
+  template <class E>
+  void reduce(op o, std::span<E> acc, std::span<const E> in) const noexcept {
+    reduce_into(o, acc, in);
+  }
+  template <class E>
+  void average(std::span<E> data, int ranks) const noexcept {
+    finish_avg(data, ranks);
+  }
+};
+
+template <class T>
+concept transport = requires(T& t, const T& ct, int peer, std::span<const std::byte> out,
+                             std::span<std::byte> in, typename T::request& req) {
+  { ct.rank() } noexcept -> std::same_as<int>;
+  { ct.size() } noexcept -> std::same_as<int>;
+  { t.isend(peer, out) } -> std::same_as<typename T::request>;
+  { t.irecv(peer, in) } -> std::same_as<typename T::request>;
+  t.wait(req);  // completes the request, or throws ringtree::error (timeout_error)
+  typename T::memory_type;
+  { ct.memory() } -> std::convertible_to<typename T::memory_type>;
+};
+
+template <transport T>
+using memory_of = typename T::memory_type;
+
+}  // namespace ringtree

@@ -1,0 +1,76 @@
+#pragma once
+// Which algorithm runs when the caller says algorithm::automatic, and which
+// algorithms each collective offers. One table, so every choice is in one
+// place. The rule here is a first one by message size and rank count; a
+// cost model calibrated on the transport is to replace it.
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ringtree {
+
+enum class algorithm { automatic, ring, tree, binomial, linear };
+
+constexpr std::string_view to_string(algorithm a) noexcept {
+  constexpr std::string_view names[] = {"automatic", "ring", "tree", "binomial", "linear"};
+  return names[static_cast<int>(a)];
+}
+
+enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier };
+
+constexpr std::string_view to_string(collective c) noexcept {
+  constexpr std::string_view names[] = {"allreduce", "broadcast",      "reduce",    "scatter",
+                                        "gather",    "reduce_scatter", "allgather", "barrier"};
+  return names[static_cast<int>(c)];
+}
+
+namespace detail {
+
+// The algorithms each collective implements.
+inline std::span<const algorithm> offered(collective c) noexcept {
+  static constexpr algorithm ring_tree[] = {algorithm::ring, algorithm::tree};
+  static constexpr algorithm rooted[] = {algorithm::ring, algorithm::tree, algorithm::binomial};
+  static constexpr algorithm fan[] = {algorithm::linear, algorithm::binomial};
+  static constexpr algorithm ring_only[] = {algorithm::ring};
+  static constexpr algorithm dissemination[] = {algorithm::tree};
+  switch (c) {
+    case collective::allreduce: return ring_tree;
+    case collective::broadcast:
+    case collective::reduce: return rooted;
+    case collective::scatter:
+    case collective::gather: return fan;
+    case collective::reduce_scatter:
+    case collective::allgather: return ring_only;
+    case collective::barrier: return dissemination;
+  }
+  return {};
+}
+
+inline bool offers(collective c, algorithm a) noexcept {
+  for (auto x : offered(c))
+    if (x == a) return true;
+  return false;
+}
+
+inline std::string offered_names(collective c) {
+  std::string s;
+  for (auto x : offered(c)) s += (s.empty() ? "" : ", ") + std::string(to_string(x));
+  return s;
+}
+
+// `bytes` is the whole buffer (per rank block for scatter and gather).
+inline algorithm choose(collective c, std::size_t bytes, int ranks) noexcept {
+  (void)ranks;
+  switch (c) {
+    case collective::allreduce: return bytes <= (std::size_t{256} << 10) ? algorithm::tree : algorithm::ring;
+    case collective::broadcast:
+    case collective::reduce: return bytes <= (std::size_t{64} << 10) ? algorithm::binomial : algorithm::ring;
+    case collective::scatter:
+    case collective::gather: return bytes <= (std::size_t{16} << 10) ? algorithm::binomial : algorithm::linear;
+    default: return *offered(c).begin();
+  }
+}
+
+}  // namespace detail
+}  // namespace ringtree

@@ -1,0 +1,167 @@
+#pragma once
+// A reference check for every collective, shared by the host (local_world)
+// and MPI suites: inputs are small integers, so every reduction order gives
+// the same bits, and each rank computes the expected result sequentially.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ringtree/communicator.hpp>
+
+namespace rt_test {
+using namespace ringtree;
+
+template <class E> E make(long v) {
+  if constexpr (float16_storage<E>) return E(static_cast<float>(v));
+  else return static_cast<E>(v);
+}
+template <class E> double show(E v) {
+  if constexpr (float16_storage<E>) return static_cast<double>(static_cast<float>(v));
+  else return static_cast<double>(v);
+}
+
+// Input of rank r at index i. Products stay within half's range: the
+// factor 2 appears on at most 4 ranks, the rest are +-1.
+template <class E> E value(op o, int r, std::size_t i, unsigned seed) {
+  const long k = static_cast<long>((r * 7 + i * 3 + seed) % 11);
+  if (o == op::prod) {
+    long v = (k == 0 && r < 4) ? 2 : 1;
+    if (std::is_signed_v<E> || !std::is_integral_v<E>) v = (k % 3 == 1) ? -v : v;
+    return make<E>(v);
+  }
+  return make<E>(std::is_unsigned_v<E> ? k : k - 3);
+}
+
+template <class E> E fold(op o, int n, std::size_t i, unsigned seed) {
+  E acc = value<E>(o, 0, i, seed);
+  for (int r = 1; r < n; ++r) acc = combine_one(o, acc, value<E>(o, r, i, seed));
+  if (o == op::avg) finish_avg(std::span<E>(&acc, 1), n);
+  return acc;
+}
+
+template <class E> bool same_bits(E a, E b) { return std::memcmp(&a, &b, sizeof(E)) == 0; }
+
+struct case_desc {
+  collective what;
+  algorithm algo;
+  op o;
+  std::size_t count;  // elements per rank (per block for scatter/gather/reduce_scatter/allgather)
+  int root;
+  unsigned seed;
+};
+
+inline std::string describe(const case_desc& c, int n, std::string_view type) {
+  return detail::cat(to_string(c.what), " algo=", to_string(c.algo), " op=", to_string(c.o), " type=", type,
+                     " count=", c.count, " ranks=", n, " root=", c.root);
+}
+
+// Runs one collective on `comm` and returns "" or the first mismatch.
+template <class E, class Comm>
+std::string check(Comm& comm, const case_desc& c) {
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t m = c.count;
+  auto v = [&](int r, std::size_t i) { return value<E>(c.o, r, i, c.seed); };
+  std::vector<E> got, want;
+  auto fill = [&](std::vector<E>& x, std::size_t len, int r) {
+    x.resize(len);
+    for (std::size_t i = 0; i < len; ++i) x[i] = v(r, i);
+  };
+  std::vector<E> in;
+  switch (c.what) {
+    case collective::allreduce:
+      fill(in, m, me);
+      got.assign(m, make<E>(99));
+      comm.allreduce(std::span<const E>(in), std::span<E>(got), c.o, c.algo);
+      for (std::size_t i = 0; i < m; ++i) want.push_back(fold<E>(c.o, n, i, c.seed));
+      break;
+    case collective::reduce:
+      fill(in, m, me);
+      got.assign(me == c.root ? m : 0, make<E>(99));
+      comm.reduce(std::span<const E>(in), std::span<E>(got), c.root, c.o, c.algo);
+      if (me == c.root)
+        for (std::size_t i = 0; i < m; ++i) want.push_back(fold<E>(c.o, n, i, c.seed));
+      break;
+    case collective::broadcast:
+      if (me == c.root) fill(got, m, c.root);
+      else got.assign(m, make<E>(99));
+      comm.broadcast(std::span<E>(got), c.root, c.algo);
+      fill(want, m, c.root);
+      break;
+    case collective::scatter:
+      if (me == c.root) fill(in, m * n, c.root);
+      got.assign(m, make<E>(99));
+      comm.scatter(std::span<const E>(in), std::span<E>(got), c.root, c.algo);
+      for (std::size_t i = 0; i < m; ++i) want.push_back(v(c.root, me * m + i));
+      break;
+    case collective::gather:
+      fill(in, m, me);
+      got.assign(me == c.root ? m * n : 0, make<E>(99));
+      comm.gather(std::span<const E>(in), std::span<E>(got), c.root, c.algo);
+      if (me == c.root)
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < m; ++i) want.push_back(v(r, i));
+      break;
+    case collective::reduce_scatter:
+      fill(in, m * n, me);
+      got.assign(m, make<E>(99));
+      comm.reduce_scatter(std::span<const E>(in), std::span<E>(got), c.o, c.algo);
+      for (std::size_t i = 0; i < m; ++i) want.push_back(fold<E>(c.o, n, me * m + i, c.seed));
+      break;
+    case collective::allgather:
+      fill(in, m, me);
+      got.assign(m * n, make<E>(99));
+      comm.allgather(std::span<const E>(in), std::span<E>(got), c.algo);
+      for (int r = 0; r < n; ++r)
+        for (std::size_t i = 0; i < m; ++i) want.push_back(v(r, i));
+      break;
+    case collective::barrier:
+      comm.barrier();
+      break;
+  }
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (!same_bits(got[i], want[i]))
+      return detail::cat(describe(c, n, to_string(dtype_of<E>)), ": rank ", me, " index ", i, " got ",
+                         show(got[i]), " expected ", show(want[i]));
+  return {};
+}
+
+// Counts that exercise the edge cases for n ranks.
+inline std::vector<std::size_t> edge_counts(int n) {
+  std::vector<std::size_t> c = {0, 1, static_cast<std::size_t>(n > 1 ? n - 1 : 2), static_cast<std::size_t>(n + 1), 31, 1000};
+  return c;
+}
+
+inline bool uses_op(collective c) {
+  return c == collective::allreduce || c == collective::reduce || c == collective::reduce_scatter;
+}
+inline bool rooted(collective c) {
+  return c == collective::broadcast || c == collective::reduce || c == collective::scatter || c == collective::gather;
+}
+
+// Every (collective, algorithm, op, root) combination for n ranks.
+inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0) {
+  std::vector<case_desc> out;
+  const collective colls[] = {collective::allreduce, collective::reduce,         collective::broadcast,
+                              collective::scatter,   collective::gather,         collective::reduce_scatter,
+                              collective::allgather, collective::barrier};
+  for (auto what : colls) {
+    std::vector<algorithm> algos(detail::offered(what).begin(), detail::offered(what).end());
+    algos.push_back(algorithm::automatic);
+    std::vector<op> ops = {op::sum};
+    if (uses_op(what)) ops = {op::sum, op::prod, op::min, op::max, op::avg};
+    std::vector<int> roots = {0};
+    if (rooted(what) && n > 1) roots = {0, n - 1, n / 2};
+    for (auto a : algos)
+      for (auto o : ops)
+        for (auto root : roots)
+          for (auto count : counts) {
+            out.push_back({what, a, o, count, root, seed});
+            if (what == collective::barrier) break;
+          }
+  }
+  return out;
+}
+
+}  // namespace rt_test

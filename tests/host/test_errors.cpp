@@ -1,0 +1,232 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+
+using namespace ringtree;
+using namespace std::chrono_literals;
+
+namespace {
+// Runs body on every rank; returns each rank's error message ("" if none).
+template <class F>
+std::vector<std::string> errors(int n, F body, std::chrono::duration<double> timeout = 30s) {
+  std::vector<std::string> msgs(n);
+  local_world world(n, timeout);
+  world.run([&](local_transport& t) {
+    try {
+      body(t);
+    } catch (const error& e) {
+      msgs[t.rank()] = e.what();
+    }
+  });
+  return msgs;
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The communicator still works: a correct allreduce after the error.
+void still_works(communicator<local_transport>& comm) {
+  std::vector<int> v(5, 1);
+  comm.allreduce(std::span<int>(v));
+  if (v[4] != comm.size()) throw std::runtime_error("allreduce after an error is wrong");
+}
+}  // namespace
+
+TEST_CASE("a root out of range raises on every rank, naming call, rank and values; the communicator still works") {
+  auto msgs = errors(4, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<float> v(3);
+    try {
+      comm.broadcast(std::span<float>(v), 5);
+    } catch (const error& e) {
+      CHECK(e.call() == "broadcast");
+      CHECK(e.rank() == t.rank());
+      still_works(comm);
+      throw;
+    }
+  });
+  for (int r = 0; r < 4; ++r) {
+    CHECK(has(msgs[r], "broadcast on rank " + std::to_string(r)));
+    CHECK(has(msgs[r], "root 5 is out of range for 4 ranks"));
+  }
+}
+
+TEST_CASE("wrong span lengths and overlapping buffers raise before any message") {
+  auto msgs = errors(3, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<int> a(10), b(9);
+    try { comm.allreduce(std::span<const int>(a), std::span<int>(b)); } catch (const error& e) {
+      CHECK(has(e.what(), "out.size() = 9 but in.size() = 10"));
+    }
+    try { comm.allreduce(std::span<const int>(a).first(6), std::span<int>(a).subspan(3, 6)); } catch (const error& e) {
+      CHECK(has(e.what(), "overlap"));
+    }
+    std::vector<int> all(5);
+    try { comm.allgather(std::span<const int>(a).first(2), std::span<int>(all)); } catch (const error& e) {
+      CHECK(has(e.what(), "out.size() = 5 but size() * in.size() = 3 * 2 = 6"));
+    }
+    try { comm.reduce_scatter(std::span<const int>(a), std::span<int>(b).first(3)); } catch (const error& e) {
+      CHECK(has(e.what(), "in.size() = 10 but size() * out.size() = 3 * 3 = 9"));
+    }
+    still_works(comm);
+    throw error("test", t.rank(), "done");
+  });
+  for (auto& m : msgs) CHECK(has(m, "done"));  // every rank reached the end
+}
+
+TEST_CASE("scatter input of the wrong size on the root raises there, before anything is sent") {
+  auto msgs = errors(4, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<int> in(4 * 3 - 1), out(3);
+    if (t.rank() == 2) {
+      try {
+        comm.scatter(std::span<const int>(in), std::span<int>(out), 2);
+      } catch (const error& e) {
+        CHECK(has(e.what(), "scatter on rank 2: in.size() = 11 on the root but size() * out.size() = 4 * 3 = 12"));
+      }
+    }
+    in.resize(12);
+    for (int i = 0; i < 12; ++i) in[i] = i;
+    comm.scatter(std::span<const int>(in), std::span<int>(out), 2);  // a good call right after
+    if (out[0] != 3 * t.rank()) throw error("test", t.rank(), "scatter after error wrong");
+  });
+  for (auto& m : msgs) CHECK(m.empty());
+}
+
+TEST_CASE("an algorithm a collective does not offer is refused") {
+  auto msgs = errors(2, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<int> in(4), out(2);
+    comm.scatter(std::span<const int>(in), std::span<int>(out), 0, algorithm::ring);
+  });
+  for (auto& m : msgs) CHECK(has(m, "algorithm ring is not available for scatter (available: linear, binomial)"));
+}
+
+TEST_CASE("checked mode: mismatched counts, roots or calls raise on every rank, naming the ranks") {
+  communicator_options checked;
+  checked.checked = true;
+  auto counts = errors(4, [&](local_transport& t) {
+    communicator comm(t, checked);
+    std::vector<float> v(t.rank() == 3 ? 12 : 10);
+    comm.allreduce(std::span<float>(v));
+  });
+  for (int r = 0; r < 4; ++r) {
+    CHECK(has(counts[r], "allreduce on rank " + std::to_string(r)));
+    CHECK(has(counts[r], "ranks 3 differ from rank 0 in count"));
+    CHECK(has(counts[r], "rank 3: 12"));
+  }
+  auto roots = errors(3, [&](local_transport& t) {
+    communicator comm(t, checked);
+    std::vector<int> v(4);
+    comm.broadcast(std::span<int>(v), t.rank() == 0 ? 1 : 0);
+  });
+  for (auto& m : roots) CHECK(has(m, "ranks 1, 2 differ from rank 0 in root"));
+  auto calls = errors(2, [&](local_transport& t) {
+    communicator comm(t, checked);
+    std::vector<int> v(4);
+    if (t.rank() == 0) comm.allreduce(std::span<int>(v));
+    else comm.broadcast(std::span<int>(v), 0);
+  });
+  for (auto& m : calls) CHECK(has(m, "differ from rank 0 in call (rank 0: allreduce, rank 1: broadcast)"));
+  auto types = errors(2, [&](local_transport& t) {
+    communicator comm(t, checked);
+    std::vector<int> v(4);
+    std::vector<float> f(4);
+    if (t.rank() == 0) comm.allreduce(std::span<int>(v));
+    else comm.allreduce(std::span<float>(f));
+  });
+  for (auto& m : types) CHECK(has(m, "element type (rank 0: int32, rank 1: float)"));
+}
+
+TEST_CASE("checked mode: invalid arguments on one rank raise on every rank") {
+  communicator_options checked;
+  checked.checked = true;
+  auto msgs = errors(3, [&](local_transport& t) {
+    communicator comm(t, checked);
+    std::vector<int> in(t.rank() == 1 ? 5 : 6), out(2);
+    comm.scatter(std::span<const int>(in), std::span<int>(out), 1);
+  });
+  CHECK(has(msgs[1], "in.size() = 5 on the root"));
+  CHECK(has(msgs[0], "ranks 1 passed invalid arguments"));
+  CHECK(has(msgs[2], "ranks 1 passed invalid arguments"));
+}
+
+TEST_CASE("without checked mode, mismatched sizes are refused by the receiver instead of corrupting memory") {
+  auto msgs = errors(2, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<int> v(t.rank() == 0 ? 4 : 8);
+    comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
+  });
+  bool refused = false;
+  for (auto& m : msgs) refused = refused || has(m, "expected");
+  CHECK(refused);
+  for (auto& m : msgs) CHECK(!m.empty());
+}
+
+TEST_CASE("a stalled peer raises a timeout error naming it; a peer that returned early is named at once") {
+  auto t0 = std::chrono::steady_clock::now();
+  auto stalled = errors(3, [](local_transport& t) {
+    communicator comm(t);
+    if (t.rank() == 1) {
+      std::this_thread::sleep_for(800ms);
+      return;
+    }
+    std::vector<int> v(4);
+    comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
+  }, 0.2s);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  bool named = false;
+  for (int r : {0, 2}) named = named || has(stalled[r], "for rank 1 (RINGTREE_TIMEOUT)");
+  CHECK(named);
+  CHECK(has(stalled[0] + stalled[2], "waited 0.2 s"));
+
+  auto early = errors(2, [](local_transport& t) {
+    communicator comm(t);
+    if (t.rank() == 1) return;
+    std::vector<int> v(4);
+    comm.allreduce(std::span<int>(v));
+  });
+  CHECK(has(early[0], "rank 1 returned from run()"));
+}
+
+TEST_CASE("a rank that throws wakes the others; run() rethrows the original error") {
+  local_world world(4, 30s);
+  std::atomic<int> raised{0};
+  try {
+    world.run([&](local_transport& t) {
+      communicator comm(t);
+      if (t.rank() == 2) throw std::runtime_error("boom on 2");
+      std::vector<int> v(8);
+      try {
+        comm.allreduce(std::span<int>(v));
+      } catch (const error& e) {
+        if (has(e.what(), "rank 2 failed")) ++raised;
+        throw;
+      }
+    });
+    FAIL("run() did not rethrow");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "boom on 2");
+  }
+  CHECK(raised >= 1);
+}
+
+TEST_CASE("RINGTREE_TIMEOUT and RINGTREE_CHECK are parsed strictly") {
+  setenv("RINGTREE_TIMEOUT", "abc", 1);
+  CHECK_THROWS_WITH_AS(detail::default_timeout(), doctest::Contains("expected a positive number of seconds, got 'abc'"), error);
+  setenv("RINGTREE_TIMEOUT", "2.5", 1);
+  CHECK(detail::default_timeout().count() == 2.5);
+  unsetenv("RINGTREE_TIMEOUT");
+  CHECK(detail::default_timeout().count() == 300);
+  setenv("RINGTREE_CHECK", "yes", 1);
+  CHECK_THROWS_AS(detail::env_flag("RINGTREE_CHECK"), error);
+  setenv("RINGTREE_CHECK", "1", 1);
+  CHECK(communicator_options{}.checked);
+  unsetenv("RINGTREE_CHECK");
+  CHECK_FALSE(communicator_options{}.checked);
+  CHECK_THROWS_WITH_AS(local_world(0), doctest::Contains("size must be at least 1, got 0"), error);
+}

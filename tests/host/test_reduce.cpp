@@ -1,0 +1,96 @@
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <ringtree/core/reduce.hpp>
+
+using namespace ringtree;
+
+namespace {
+// Element-by-element reference written without the kernel's helpers.
+template <class E> E ref(op o, E a, E b) {
+  if constexpr (float16_storage<E>) {
+    const float x = static_cast<float>(a), y = static_cast<float>(b);
+    switch (o) {
+      case op::sum: case op::avg: return E(x + y);
+      case op::prod: return E(x * y);
+      case op::min: return E(y < x ? y : x);
+      case op::max: return E(x < y ? y : x);
+    }
+  } else if constexpr (std::is_integral_v<E>) {
+    using U = std::make_unsigned_t<E>;
+    switch (o) {  // modulo 2^bits, computed in 64-bit unsigned
+      case op::sum: case op::avg: return static_cast<E>(static_cast<U>(std::uint64_t(U(a)) + std::uint64_t(U(b))));
+      case op::prod: return static_cast<E>(static_cast<U>(std::uint64_t(U(a)) * std::uint64_t(U(b))));
+      case op::min: return b < a ? b : a;
+      case op::max: return a < b ? b : a;
+    }
+  } else {
+    switch (o) {
+      case op::sum: case op::avg: return a + b;
+      case op::prod: return a * b;
+      case op::min: return b < a ? b : a;
+      case op::max: return a < b ? b : a;
+    }
+  }
+  return a;
+}
+
+template <class E> E random_value(std::mt19937& g) {
+  if constexpr (float16_storage<E> || std::is_floating_point_v<E>) {
+    return E(std::uniform_real_distribution<float>(-100, 100)(g));
+  } else {
+    return static_cast<E>(g());
+  }
+}
+
+template <class E> void check_kernel() {
+  std::mt19937 g(7);
+  for (op o : {op::sum, op::prod, op::min, op::max, op::avg})
+    for (std::size_t n : {0u, 1u, 3u, 15u, 16u, 17u, 64u, 100u, 1031u}) {
+      std::vector<E> a(n), b(n);
+      for (auto& x : a) x = random_value<E>(g);
+      for (auto& x : b) x = random_value<E>(g);
+      auto acc = a;
+      reduce_into<E>(o, acc, b);
+      for (std::size_t i = 0; i < n; ++i) {
+        const E want = ref(o, a[i], b[i]);
+        INFO("op=", to_string(o), " n=", n, " i=", i);
+        REQUIRE(std::memcmp(&acc[i], &want, sizeof(E)) == 0);
+      }
+    }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("local reduction kernels match the element-wise reference", E, float, double, std::int8_t,
+                   std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t, std::uint32_t,
+                   std::uint64_t, half, bfloat16) {
+  check_kernel<E>();
+}
+
+TEST_CASE("integer sum and prod wrap around instead of overflowing") {
+  CHECK(combine_one<std::int8_t>(op::sum, 127, 1) == -128);
+  CHECK(combine_one<std::uint16_t>(op::prod, 65535, 65535) == 1);
+  CHECK(combine_one<std::int32_t>(op::prod, std::numeric_limits<int>::min(), -1) == std::numeric_limits<int>::min());
+}
+
+TEST_CASE("avg divides the sum once") {
+  std::vector<float> f = {3, 6, -9};
+  finish_avg<float>(f, 3);
+  CHECK(f == std::vector<float>{1, 2, -3});
+  std::vector<int> i = {7, -7};
+  finish_avg<int>(i, 2);
+  CHECK(i == std::vector<int>{3, -3});
+  std::vector<half> h = {half(5.0f)};
+  finish_avg<half>(h, 2);
+  CHECK(static_cast<float>(h[0]) == 2.5f);
+}
+
+TEST_CASE("op names") {
+  CHECK(to_string(op::avg) == "avg");
+  CHECK(to_string(op::prod) == "prod");
+}
