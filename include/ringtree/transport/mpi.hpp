@@ -1,0 +1,206 @@
+#pragma once
+// mpi_transport: ringtree over an MPI communicator (Open MPI 4.1, MPI-3.1).
+//
+// The user's communicator is duplicated, so ringtree's messages can never
+// match the user's own. Every message is a non-blocking MPI_Isend/Irecv of
+// bytes on one tag; MPI's non-overtaking rule gives the per-pair ordering
+// the transport concept promises. Messages longer than MPI's int count are
+// sent as several pieces (both ends cut them the same way). Waiting polls
+// MPI_Testall against a deadline, so a peer that stalls or dies raises
+// ringtree::timeout_error naming it instead of hanging.
+//
+// Thread levels: synchronous collectives from one thread need only
+// MPI_THREAD_SINGLE (or FUNNELED from the main thread). Anything that runs
+// collectives on a background thread (allreduce_async, grad_sync) needs
+// MPI_THREAD_SERIALIZED if the program makes no MPI calls of its own
+// meanwhile, MPI_THREAD_MULTIPLE if it does; require_thread_level() says so
+// with a clear error.
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ringtree/core/config.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/transport/transport.hpp>
+
+namespace ringtree {
+
+namespace detail {
+
+inline const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "unknown";
+}
+
+inline void check_thread_level(int provided, int required, const std::string& feature, int rank) {
+  if (provided < required)
+    throw error(feature, rank,
+                cat("needs MPI thread level ", thread_level_name(required), " but MPI provides ",
+                    thread_level_name(provided), "; initialise MPI with MPI_Init_thread(..., ",
+                    thread_level_name(required), ", &provided)"));
+}
+
+inline std::string mpi_error_string(int code) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, s, &len);
+  return std::string(s, len);
+}
+
+}  // namespace detail
+
+struct mpi_options {
+  std::chrono::duration<double> timeout = detail::default_timeout();
+  // Largest piece one MPI call carries; MPI-3.1 counts are int.
+  std::size_t max_piece_bytes = std::size_t{1} << 30;
+};
+
+class mpi_transport {
+ public:
+  using memory_type = host_memory;
+
+  class request {
+   public:
+    request() = default;
+
+   private:
+    friend class mpi_transport;
+    std::vector<MPI_Request> parts_;
+    std::vector<int> lens_;  // receives: the length each piece must have
+    int peer_ = -1;
+    bool recv_ = false;
+  };
+
+  explicit mpi_transport(MPI_Comm comm, mpi_options opt = {}) : opt_(opt) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+      throw error("mpi_transport", -1, "MPI is not initialised (call MPI_Init or MPI_Init_thread first)");
+    if (opt_.max_piece_bytes == 0 || opt_.max_piece_bytes > static_cast<std::size_t>(INT_MAX))
+      throw error("mpi_transport", -1, detail::cat("max_piece_bytes must be in 1..", INT_MAX, ", got ", opt_.max_piece_bytes));
+    check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    // Errors on ringtree's communicator come back as codes and become
+    // ringtree::error instead of aborting the job.
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  mpi_transport(const mpi_transport&) = delete;
+  mpi_transport& operator=(const mpi_transport&) = delete;
+  ~mpi_transport() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  MPI_Comm comm() const noexcept { return comm_; }
+  host_memory memory() const noexcept { return {}; }
+
+  // Raises unless MPI was initialised with at least `required`.
+  void require_thread_level(int required, const std::string& feature) const {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    detail::check_thread_level(provided, required, feature, rank_);
+  }
+
+  request isend(int peer, std::span<const std::byte> data) {
+    request r = start(peer, false);
+    for_pieces(data.size(), [&](std::size_t off, int len) {
+      r.parts_.emplace_back();
+      check(MPI_Isend(data.data() + off, len, MPI_BYTE, peer, tag, comm_, &r.parts_.back()), "MPI_Isend");
+    });
+    return r;
+  }
+
+  request irecv(int peer, std::span<std::byte> data) {
+    request r = start(peer, true);
+    for_pieces(data.size(), [&](std::size_t off, int len) {
+      r.parts_.emplace_back();
+      r.lens_.push_back(len);
+      check(MPI_Irecv(data.data() + off, len, MPI_BYTE, peer, tag, comm_, &r.parts_.back()), "MPI_Irecv");
+    });
+    return r;
+  }
+
+  void wait(request& r) {
+    if (r.parts_.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+    std::vector<MPI_Status> status(r.parts_.size());
+    for (long spins = 0;; ++spins) {
+      int done = 0;
+      if (const int rc = MPI_Testall(static_cast<int>(r.parts_.size()), r.parts_.data(), &done, status.data());
+          rc != MPI_SUCCESS) {
+        for (auto& st : status)
+          if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING)
+            throw error(r.recv_ ? "recv" : "send", rank_,
+                        detail::cat("with rank ", r.peer_, ": ", detail::mpi_error_string(st.MPI_ERROR)));
+        check(rc, "MPI_Testall");
+      }
+      if (done) break;
+      // Spin first (lowest latency); yield once the wait is long, so that
+      // oversubscribed ranks let their peers run.
+      if (spins > 2000) sched_yield();
+      if ((spins & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
+        throw timeout_error(r.recv_ ? "recv" : "send", rank_, r.peer_,
+                            detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
+                                        " (RINGTREE_TIMEOUT): it stalled, died or is in another call"));
+    }
+    r.parts_.clear();
+    // A longer message fails with MPI_ERR_TRUNCATE; a shorter one must not
+    // pass silently either (mismatched calls across ranks).
+    for (std::size_t i = 0; i < r.lens_.size(); ++i) {
+      int got = 0;
+      MPI_Get_count(&status[i], MPI_BYTE, &got);
+      if (got != r.lens_[i])
+        throw error("recv", rank_, detail::cat("rank ", r.peer_, " sent ", got, " bytes where ", r.lens_[i],
+                                                " were expected (mismatched collective calls?)"));
+    }
+  }
+
+ private:
+  static constexpr int tag = 0x5254;  // 'RT'
+
+  request start(int peer, bool recv) const {
+    if (peer < 0 || peer >= size_)
+      throw error(recv ? "irecv" : "isend", rank_, detail::cat("peer ", peer, " is out of range for ", size_, " ranks"));
+    request r;
+    r.peer_ = peer;
+    r.recv_ = recv;
+    return r;
+  }
+  template <class F>
+  void for_pieces(std::size_t bytes, F post) const {
+    std::size_t off = 0;
+    do {
+      const std::size_t len = std::min(opt_.max_piece_bytes, bytes - off);
+      post(off, static_cast<int>(len));
+      off += len;
+    } while (off < bytes);
+  }
+  void check(int code, const char* what) const {
+    if (code != MPI_SUCCESS) throw error(what, rank_, detail::mpi_error_string(code));
+  }
+
+  mpi_options opt_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace ringtree

@@ -1,0 +1,272 @@
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/transport/mpi.hpp>
+
+#include "../collective_check.hpp"
+
+using namespace ringtree;
+using namespace std::chrono_literals;
+
+namespace {
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int s; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The verdict of one rank is not enough: a check that failed anywhere fails everywhere.
+bool all_ranks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+// Every rank runs every case even after a failure, so that the ranks stay
+// in step; the first failure is kept.
+template <class... Es>
+std::string run_cases(communicator<mpi_transport>& comm, const std::vector<std::size_t>& counts) {
+  std::string first;
+  for (const auto& c : rt_test::all_cases(comm.size(), counts, 3)) {
+    std::string f[] = {rt_test::check<Es>(comm, c)...};
+    for (auto& x : f)
+      if (first.empty()) first = x;
+  }
+  return first;
+}
+
+template <class E> MPI_Datatype mpi_type();
+template <> MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <> MPI_Datatype mpi_type<std::int32_t>() { return MPI_INT32_T; }
+template <> MPI_Datatype mpi_type<std::int64_t>() { return MPI_INT64_T; }
+template <> MPI_Datatype mpi_type<std::uint8_t>() { return MPI_UINT8_T; }
+
+MPI_Op mpi_op(op o) {
+  switch (o) {
+    case op::sum: case op::avg: return MPI_SUM;
+    case op::prod: return MPI_PROD;
+    case op::min: return MPI_MIN;
+    case op::max: return MPI_MAX;
+  }
+  return MPI_SUM;
+}
+
+template <class E> E random_value(std::mt19937& g, op o) {
+  if (o == op::prod) return static_cast<E>(1 + g() % 2);  // small factors: no overflow in MPI's own arithmetic
+  if constexpr (std::is_floating_point_v<E>) return std::uniform_real_distribution<E>(-1, 1)(g);
+  else if constexpr (std::is_unsigned_v<E>) return static_cast<E>(g() % 16);
+  else return static_cast<E>(static_cast<long>(g() % 2001) - 1000);
+}
+
+template <class E> bool close(E a, E b) {
+  if constexpr (std::is_floating_point_v<E>) return std::abs(a - b) <= 1e-4 * (1 + std::abs(b));
+  else return a == b;
+}
+
+// ringtree against the MPI library's own collective on the same random data.
+template <class E>
+std::string differential(communicator<mpi_transport>& comm, std::size_t count, op o, algorithm a, unsigned seed) {
+  const int n = comm.size(), me = comm.rank();
+  std::mt19937 g(seed * 131 + me);
+  const std::string where = detail::cat(to_string(dtype_of<E>), " count=", count, " op=", to_string(o),
+                                        " algo=", to_string(a), " ranks=", n, " rank=", me);
+  std::vector<E> in(count * n);
+  for (auto& x : in) x = random_value<E>(g, o);
+  const int ic = static_cast<int>(count);
+  auto mismatch = [&](const char* what, const std::vector<E>& got, const std::vector<E>& want) -> std::string {
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (!close(got[i], want[i])) return detail::cat(what, " ", where, " differs from MPI at ", i);
+    return {};
+  };
+  std::string first;  // all five calls run on every rank even after a mismatch
+  auto note = [&](std::string m) { if (first.empty()) first = std::move(m); };
+  {  // allreduce (avg against MPI_SUM / n)
+    std::vector<E> got(count), want(count);
+    comm.allreduce(std::span<const E>(in).first(count), std::span<E>(got), o, a);
+    MPI_Allreduce(in.data(), want.data(), ic, mpi_type<E>(), mpi_op(o), MPI_COMM_WORLD);
+    if (o == op::avg) finish_avg<E>(want, n);
+    note(mismatch("allreduce", got, want));
+  }
+  if (o != op::avg) {  // reduce_scatter_block
+    std::vector<E> got(count), want(count);
+    comm.reduce_scatter(std::span<const E>(in), std::span<E>(got), o);
+    MPI_Reduce_scatter_block(in.data(), want.data(), ic, mpi_type<E>(), mpi_op(o), MPI_COMM_WORLD);
+    note(mismatch("reduce_scatter", got, want));
+  }
+  const int root = static_cast<int>(seed % n);
+  {  // broadcast
+    std::vector<E> got(in.begin(), in.begin() + count), want = got;
+    const algorithm ba = a == algorithm::tree ? algorithm::binomial : algorithm::ring;
+    comm.broadcast(std::span<E>(got), root, ba);
+    MPI_Bcast(want.data(), ic, mpi_type<E>(), root, MPI_COMM_WORLD);
+    note(mismatch("broadcast", got, want));
+  }
+  {  // scatter
+    std::vector<E> got(count), want(count);
+    const algorithm sa = a == algorithm::tree ? algorithm::binomial : algorithm::linear;
+    comm.scatter(std::span<const E>(in), std::span<E>(got), root, sa);
+    MPI_Scatter(in.data(), ic, mpi_type<E>(), want.data(), ic, mpi_type<E>(), root, MPI_COMM_WORLD);
+    note(mismatch("scatter", got, want));
+  }
+  {  // allgather
+    std::vector<E> got(count * n), want(count * n);
+    comm.allgather(std::span<const E>(in).first(count), std::span<E>(got));
+    MPI_Allgather(in.data(), ic, mpi_type<E>(), want.data(), ic, mpi_type<E>(), MPI_COMM_WORLD);
+    note(mismatch("allgather", got, want));
+  }
+  return first;
+}
+}  // namespace
+
+TEST_CASE("every collective, algorithm and op matches the sequential reference over MPI") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator_options opt;
+  opt.tuning.ring_chunk_bytes = 256;  // many pipeline chunks at small counts
+  opt.tuning.tree_chunk_bytes = 96;
+  opt.tuning.chain_chunk_bytes = 128;
+  communicator comm(t, opt);
+  const int n = comm.size();
+  const std::string f = run_cases<float, std::int32_t, half, std::int64_t>(
+      comm, {0, 1, std::size_t(n > 1 ? n - 1 : 2), std::size_t(n + 1), 97, 1000});
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}
+
+TEST_CASE("default pipeline sizes at a few MB") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t);
+  const std::string f = run_cases<float>(comm, {(std::size_t{3} << 20) / 4 + 5});
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}
+
+TEST_CASE("differential: ringtree equals MPI_Allreduce, MPI_Bcast, MPI_Scatter, MPI_Reduce_scatter_block, MPI_Allgather") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t, communicator_options{.checked = true});
+  const int n = comm.size();
+  std::string f;
+  unsigned seed = 1;
+  for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n > 1 ? n - 1 : 3), std::size_t(n + 1),
+                            std::size_t(13), std::size_t(251), std::size_t(4099), std::size_t{1} << 19})
+    for (op o : {op::sum, op::prod, op::min, op::max, op::avg})
+      for (algorithm a : {algorithm::ring, algorithm::tree}) {
+        ++seed;  // every rank runs every call, failed or not, to stay in step
+        auto keep = [&](std::string g) { if (f.empty()) f = std::move(g); };
+        keep(differential<float>(comm, count, o, a, seed));
+        keep(differential<std::int32_t>(comm, count, o, a, seed));
+        if (count < 5000) keep(differential<double>(comm, count, o, a, seed));
+        if (count < 5000) keep(differential<std::int64_t>(comm, count, o, a, seed));
+        if (count < 5000 && o != op::prod) keep(differential<std::uint8_t>(comm, count, o, a, seed));
+      }
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}
+
+TEST_CASE("messages above the piece limit are cut into pieces that MPI accepts") {
+  mpi_transport t(MPI_COMM_WORLD, mpi_options{.max_piece_bytes = 1000});
+  communicator comm(t);
+  const std::string f = run_cases<float, std::uint8_t>(comm, {0, 1, 250, 1001, 20'000});
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+  CHECK_THROWS_WITH_AS(mpi_transport(MPI_COMM_WORLD, mpi_options{.max_piece_bytes = std::size_t{1} << 31}),
+                       doctest::Contains("max_piece_bytes must be in 1..2147483647"), error);
+}
+
+TEST_CASE("ringtree's messages never match the user's: the communicator is duplicated") {
+  mpi_transport t(MPI_COMM_WORLD);
+  int cmp = MPI_UNEQUAL;
+  MPI_Comm_compare(t.comm(), MPI_COMM_WORLD, &cmp);
+  CHECK(cmp == MPI_CONGRUENT);
+  // A user's message posted on the world communicator around a collective is untouched.
+  communicator comm(t);
+  const int n = comm.size(), me = comm.rank();
+  int token = -1, mine = me;
+  MPI_Request rq[2];
+  MPI_Irecv(&token, 1, MPI_INT, (me + n - 1) % n, 0x5254, MPI_COMM_WORLD, &rq[0]);
+  MPI_Isend(&mine, 1, MPI_INT, (me + 1) % n, 0x5254, MPI_COMM_WORLD, &rq[1]);
+  std::vector<int> v(100, 1);
+  comm.allreduce(std::span<int>(v));
+  MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+  CHECK(v[99] == n);
+  CHECK(token == (me + n - 1) % n);
+}
+
+TEST_CASE("checked mode: mismatched counts or roots raise on every rank, naming the ranks") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t, communicator_options{.checked = true});
+  const int n = comm.size(), me = comm.rank();
+  if (n < 2) return;
+  std::vector<float> v(me == n - 1 ? 12 : 10);
+  std::string msg;
+  try {
+    comm.allreduce(std::span<float>(v));
+  } catch (const error& e) {
+    msg = e.what();
+  }
+  CHECK(has(msg, "allreduce on rank " + std::to_string(me)));
+  CHECK(has(msg, "ranks " + std::to_string(n - 1) + " differ from rank 0 in count"));
+  msg.clear();
+  try {
+    comm.broadcast(std::span<float>(v).first(10), me == 0 ? 1 : 0);
+  } catch (const error& e) {
+    msg = e.what();
+  }
+  CHECK(has(msg, "differ from rank 0 in root"));
+  // and the communicator still works afterwards
+  std::vector<int> ok(3, 1);
+  comm.allreduce(std::span<int>(ok));
+  CHECK(ok[2] == n);
+}
+
+TEST_CASE("RINGTREE_CHECK=1 turns checked mode on") {
+  setenv("RINGTREE_CHECK", "1", 1);
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t);
+  unsetenv("RINGTREE_CHECK");
+  CHECK(comm.checked());
+}
+
+TEST_CASE("a rank that never joins: the others raise a timeout error naming it") {
+  const int n = world_size(), me = world_rank();
+  if (n < 2) return;
+  {
+    mpi_transport t(MPI_COMM_WORLD, mpi_options{.timeout = 1s});
+    communicator comm(t);
+    const int absent = n - 1;
+    std::string msg;
+    auto t0 = std::chrono::steady_clock::now();
+    if (me != absent) {
+      std::vector<int> v(4, 1);  // small: the sends complete eagerly, nothing is left pending
+      try {
+        comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
+      } catch (const timeout_error& e) {
+        msg = e.what();
+        CHECK(e.peer() >= 0);
+      }
+      CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+      // the rank waited on is the absent one, or one that waits on it in turn
+      CHECK(has(msg, "(RINGTREE_TIMEOUT)"));
+      CHECK(has(msg, "waited 1 s for rank"));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("thread levels: a feature that needs more than MPI provides gets a clear error") {
+  CHECK_THROWS_WITH_AS(detail::check_thread_level(MPI_THREAD_FUNNELED, MPI_THREAD_MULTIPLE, "grad_sync", 3),
+                       doctest::Contains("grad_sync on rank 3: needs MPI thread level MPI_THREAD_MULTIPLE but MPI provides MPI_THREAD_FUNNELED"),
+                       error);
+  CHECK_NOTHROW(detail::check_thread_level(MPI_THREAD_MULTIPLE, MPI_THREAD_SERIALIZED, "x", 0));
+  mpi_transport t(MPI_COMM_WORLD);
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_SERIALIZED) CHECK_NOTHROW(t.require_thread_level(MPI_THREAD_SERIALIZED, "grad_sync"));
+}
