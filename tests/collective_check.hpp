@@ -57,16 +57,24 @@ inline std::string describe(const case_desc& c, int n, std::string_view type) {
                      " count=", c.count, " ranks=", n, " root=", c.root);
 }
 
-// Runs one collective on `comm` and returns "" or the first mismatch.
+// What one checked call found: how many elements are wrong, and the first.
+struct verdict {
+  std::size_t wrong = 0;
+  std::string first;
+  bool ok() const { return wrong == 0; }
+};
+
+// Runs one collective on `comm` (ringtree's communicator, or anything with
+// the same calls) and compares every element with the sequential reference.
 template <class E, class Comm>
-std::string check(Comm& comm, const case_desc& c) {
+verdict check_all(Comm& comm, const case_desc& c) {
   const int n = comm.size(), me = comm.rank();
   const std::size_t m = c.count;
-  auto v = [&](int r, std::size_t i) { return value<E>(c.o, r, i, c.seed); };
+  auto val = [&](int r, std::size_t i) { return value<E>(c.o, r, i, c.seed); };
   std::vector<E> got, want;
   auto fill = [&](std::vector<E>& x, std::size_t len, int r) {
     x.resize(len);
-    for (std::size_t i = 0; i < len; ++i) x[i] = v(r, i);
+    for (std::size_t i = 0; i < len; ++i) x[i] = val(r, i);
   };
   std::vector<E> in;
   switch (c.what) {
@@ -93,7 +101,7 @@ std::string check(Comm& comm, const case_desc& c) {
       if (me == c.root) fill(in, m * n, c.root);
       got.assign(m, make<E>(99));
       comm.scatter(std::span<const E>(in), std::span<E>(got), c.root, c.algo);
-      for (std::size_t i = 0; i < m; ++i) want.push_back(v(c.root, me * m + i));
+      for (std::size_t i = 0; i < m; ++i) want.push_back(val(c.root, me * m + i));
       break;
     case collective::gather:
       fill(in, m, me);
@@ -101,7 +109,7 @@ std::string check(Comm& comm, const case_desc& c) {
       comm.gather(std::span<const E>(in), std::span<E>(got), c.root, c.algo);
       if (me == c.root)
         for (int r = 0; r < n; ++r)
-          for (std::size_t i = 0; i < m; ++i) want.push_back(v(r, i));
+          for (std::size_t i = 0; i < m; ++i) want.push_back(val(r, i));
       break;
     case collective::reduce_scatter:
       fill(in, m * n, me);
@@ -114,18 +122,27 @@ std::string check(Comm& comm, const case_desc& c) {
       got.assign(m * n, make<E>(99));
       comm.allgather(std::span<const E>(in), std::span<E>(got), c.algo);
       for (int r = 0; r < n; ++r)
-        for (std::size_t i = 0; i < m; ++i) want.push_back(v(r, i));
+        for (std::size_t i = 0; i < m; ++i) want.push_back(val(r, i));
       break;
     case collective::barrier:
       comm.barrier();
       break;
   }
+  verdict v;
   for (std::size_t i = 0; i < want.size(); ++i)
-    if (!same_bits(got[i], want[i]))
-      return detail::cat(describe(c, n, to_string(dtype_of<E>)), ": rank ", me, " index ", i, " got ",
-                         show(got[i]), " expected ", show(want[i]));
-  return {};
+    if (!same_bits(got[i], want[i]) && v.wrong++ == 0)
+      v.first = detail::cat(describe(c, n, to_string(dtype_of<E>)), ": rank ", me, " index ", i, " got ",
+                            show(got[i]), " expected ", show(want[i]));
+  return v;
 }
+
+// The first mismatch, or "".
+template <class E, class Comm>
+std::string check(Comm& comm, const case_desc& c) {
+  return check_all<E>(comm, c).first;
+}
+
+
 
 // Counts that exercise the edge cases for n ranks.
 inline std::vector<std::size_t> edge_counts(int n) {

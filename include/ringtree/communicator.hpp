@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/algorithms/recursive_doubling.hpp>
 #include <ringtree/algorithms/ring.hpp>
 #include <ringtree/algorithms/scatter.hpp>
 #include <ringtree/algorithms/tree.hpp>
@@ -254,8 +255,11 @@ class communicator {
   void run_allreduce(const call& c, std::span<E> data, op o) {
     if (data.empty()) return;
     if (size() > 1) {
-      if (c.algo == algorithm::ring) ring::allreduce(*t_, data, o, opt_.tuning);
-      else tree::allreduce(*t_, data, o, opt_.tuning);
+      switch (c.algo) {
+        case algorithm::ring: ring::allreduce(*t_, data, o, opt_.tuning); break;
+        case algorithm::recursive_doubling: recursive_doubling::allreduce(*t_, data, o); break;
+        default: tree::allreduce(*t_, data, o, opt_.tuning); break;
+      }
     }
     if (o == op::avg) memory().average(data, size());
   }

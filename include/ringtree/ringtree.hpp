@@ -9,6 +9,7 @@
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/local.hpp>
 #include <ringtree/transport/traced.hpp>
+#include <ringtree/algorithms/recursive_doubling.hpp>
 #include <ringtree/algorithms/ring.hpp>
 #include <ringtree/algorithms/tree.hpp>
 #include <ringtree/algorithms/scatter.hpp>

@@ -10,10 +10,10 @@
 
 namespace ringtree {
 
-enum class algorithm { automatic, ring, tree, binomial, linear };
+enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling };
 
 constexpr std::string_view to_string(algorithm a) noexcept {
-  constexpr std::string_view names[] = {"automatic", "ring", "tree", "binomial", "linear"};
+  constexpr std::string_view names[] = {"automatic", "ring", "tree", "binomial", "linear", "recursive_doubling"};
   return names[static_cast<int>(a)];
 }
 
@@ -29,13 +29,13 @@ namespace detail {
 
 // The algorithms each collective implements.
 inline std::span<const algorithm> offered(collective c) noexcept {
-  static constexpr algorithm ring_tree[] = {algorithm::ring, algorithm::tree};
+  static constexpr algorithm all_reduce[] = {algorithm::ring, algorithm::tree, algorithm::recursive_doubling};
   static constexpr algorithm rooted[] = {algorithm::ring, algorithm::tree, algorithm::binomial};
   static constexpr algorithm fan[] = {algorithm::linear, algorithm::binomial};
   static constexpr algorithm ring_only[] = {algorithm::ring};
   static constexpr algorithm dissemination[] = {algorithm::tree};
   switch (c) {
-    case collective::allreduce: return ring_tree;
+    case collective::allreduce: return all_reduce;
     case collective::broadcast:
     case collective::reduce: return rooted;
     case collective::scatter:
@@ -61,11 +61,17 @@ inline std::string offered_names(collective c) {
 
 // `bytes` is the whole buffer (per rank block for scatter and gather).
 inline algorithm choose(collective c, std::size_t bytes, int ranks) noexcept {
-  (void)ranks;
   switch (c) {
-    case collective::allreduce: return bytes <= (std::size_t{256} << 10) ? algorithm::tree : algorithm::ring;
+    case collective::allreduce:
+      // fewest steps for small buffers; the tree's log n steps for medium
+      // buffers on many ranks; the ring's bandwidth optimum beyond
+      if (bytes <= (std::size_t{64} << 10)) return algorithm::recursive_doubling;
+      if (bytes <= (std::size_t{512} << 10) && ranks > 8) return algorithm::tree;
+      return algorithm::ring;
     case collective::broadcast:
-    case collective::reduce: return bytes <= (std::size_t{64} << 10) ? algorithm::binomial : algorithm::ring;
+    case collective::reduce:
+      // with two ranks every algorithm is one message; the chain pipelines for more
+      return bytes <= (std::size_t{64} << 10) || ranks <= 2 ? algorithm::binomial : algorithm::ring;
     case collective::scatter:
     case collective::gather: return bytes <= (std::size_t{16} << 10) ? algorithm::binomial : algorithm::linear;
     default: return *offered(c).begin();

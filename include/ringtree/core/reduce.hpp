@@ -85,18 +85,26 @@ void combine(E* acc, const E* in, std::size_t n, F f) noexcept {
 
 }  // namespace detail
 
-// acc[i] = acc[i] (o) in[i]. avg combines as sum; finish_avg divides once
-// at the end, so the result does not depend on the order of combining any
-// more than a sum does.
+// Which operand comes first. min and max with NaN or signed zeros are not
+// commutative, so two ranks that combine each other's data must agree on
+// the order (lower rank first) to end with the same bits.
+enum class operands { acc_first, in_first };
+
+// acc[i] = acc[i] (o) in[i] (or in[i] (o) acc[i]). avg combines as sum;
+// finish_avg divides once at the end.
 template <element E>
-void reduce_into(op o, std::span<E> acc, std::span<const E> in) noexcept {
+void reduce_into(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) noexcept {
   const std::size_t n = acc.size() < in.size() ? acc.size() : in.size();
+  auto run = [&](auto f) {
+    if (order == operands::acc_first) detail::combine(acc.data(), in.data(), n, f);
+    else detail::combine(acc.data(), in.data(), n, [f](auto a, auto b) { return f(b, a); });
+  };
   switch (o) {
     case op::sum:
-    case op::avg: detail::combine(acc.data(), in.data(), n, detail::plus{}); break;
-    case op::prod: detail::combine(acc.data(), in.data(), n, detail::times{}); break;
-    case op::min: detail::combine(acc.data(), in.data(), n, detail::minimum{}); break;
-    case op::max: detail::combine(acc.data(), in.data(), n, detail::maximum{}); break;
+    case op::avg: run(detail::plus{}); break;
+    case op::prod: run(detail::times{}); break;
+    case op::min: run(detail::minimum{}); break;
+    case op::max: run(detail::maximum{}); break;
   }
 }
 

@@ -72,14 +72,37 @@ class mpi_transport {
  public:
   using memory_type = host_memory;
 
+  // Up to 4 pieces (4 GiB) inline, so that small messages allocate nothing.
   class request {
    public:
     request() = default;
+    request(request&& o) noexcept { *this = std::move(o); }
+    request& operator=(request&& o) noexcept {  // the moved-from request is empty: one owner per handle
+      n_ = std::exchange(o.n_, 0);
+      std::copy(o.small_, o.small_ + inline_pieces, small_);
+      std::copy(o.small_len_, o.small_len_ + inline_pieces, small_len_);
+      big_ = std::move(o.big_);
+      big_len_ = std::move(o.big_len_);
+      peer_ = o.peer_;
+      recv_ = o.recv_;
+      return *this;
+    }
 
    private:
     friend class mpi_transport;
-    std::vector<MPI_Request> parts_;
-    std::vector<int> lens_;  // receives: the length each piece must have
+    static constexpr std::size_t inline_pieces = 4;
+    std::size_t count() const noexcept { return n_; }
+    MPI_Request* reqs() noexcept { return n_ <= inline_pieces ? small_ : big_.data(); }
+    int* lens() noexcept { return n_ <= inline_pieces ? small_len_ : big_len_.data(); }
+    void reserve(std::size_t pieces) {
+      n_ = pieces;
+      if (pieces > inline_pieces) big_.resize(pieces), big_len_.resize(pieces);
+    }
+    std::size_t n_ = 0;
+    MPI_Request small_[inline_pieces];
+    int small_len_[inline_pieces];
+    std::vector<MPI_Request> big_;
+    std::vector<int> big_len_;
     int peer_ = -1;
     bool recv_ = false;
   };
@@ -120,56 +143,64 @@ class mpi_transport {
   }
 
   request isend(int peer, std::span<const std::byte> data) {
-    request r = start(peer, false);
-    for_pieces(data.size(), [&](std::size_t off, int len) {
-      r.parts_.emplace_back();
-      check(MPI_Isend(data.data() + off, len, MPI_BYTE, peer, tag, comm_, &r.parts_.back()), "MPI_Isend");
+    request r = start(peer, false, data.size());
+    for_pieces(data.size(), [&](std::size_t i, std::size_t off, int len) {
+      r.lens()[i] = len;
+      check(MPI_Isend(data.data() + off, len, MPI_BYTE, peer, tag, comm_, &r.reqs()[i]), "MPI_Isend");
     });
     return r;
   }
 
   request irecv(int peer, std::span<std::byte> data) {
-    request r = start(peer, true);
-    for_pieces(data.size(), [&](std::size_t off, int len) {
-      r.parts_.emplace_back();
-      r.lens_.push_back(len);
-      check(MPI_Irecv(data.data() + off, len, MPI_BYTE, peer, tag, comm_, &r.parts_.back()), "MPI_Irecv");
+    request r = start(peer, true, data.size());
+    for_pieces(data.size(), [&](std::size_t i, std::size_t off, int len) {
+      r.lens()[i] = len;
+      check(MPI_Irecv(data.data() + off, len, MPI_BYTE, peer, tag, comm_, &r.reqs()[i]), "MPI_Irecv");
     });
     return r;
   }
 
   void wait(request& r) {
-    if (r.parts_.empty()) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
-    std::vector<MPI_Status> status(r.parts_.size());
+    if (r.count() == 0) return;
+    const int parts = static_cast<int>(r.count());
+    MPI_Status small[request::inline_pieces];
+    std::vector<MPI_Status> big(r.count() > request::inline_pieces ? r.count() : 0);
+    MPI_Status* status = big.empty() ? small : big.data();
+    std::chrono::steady_clock::time_point deadline{};
     for (long spins = 0;; ++spins) {
       int done = 0;
-      if (const int rc = MPI_Testall(static_cast<int>(r.parts_.size()), r.parts_.data(), &done, status.data());
-          rc != MPI_SUCCESS) {
-        for (auto& st : status)
-          if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING)
+      if (const int rc = MPI_Testall(parts, r.reqs(), &done, status); rc != MPI_SUCCESS) {
+        for (int i = 0; i < parts; ++i)
+          if (status[i].MPI_ERROR != MPI_SUCCESS && status[i].MPI_ERROR != MPI_ERR_PENDING)
             throw error(r.recv_ ? "recv" : "send", rank_,
-                        detail::cat("with rank ", r.peer_, ": ", detail::mpi_error_string(st.MPI_ERROR)));
+                        detail::cat("with rank ", r.peer_, ": ", detail::mpi_error_string(status[i].MPI_ERROR)));
         check(rc, "MPI_Testall");
       }
       if (done) break;
-      // Spin first (lowest latency); yield once the wait is long, so that
-      // oversubscribed ranks let their peers run.
+      // Spin first (lowest latency; the clock is read only once the wait is
+      // not short); yield once it is long, so that oversubscribed ranks let
+      // their peers run.
       if (spins > 2000) sched_yield();
-      if ((spins & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
-        throw timeout_error(r.recv_ ? "recv" : "send", rank_, r.peer_,
-                            detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
-                                        " (RINGTREE_TIMEOUT): it stalled, died or is in another call"));
+      if ((spins & 1023) == 1023) {
+        const auto now = std::chrono::steady_clock::now();
+        if (deadline == decltype(deadline){})
+          deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+        else if (now > deadline)
+          throw timeout_error(r.recv_ ? "recv" : "send", rank_, r.peer_,
+                              detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
+                                          " (RINGTREE_TIMEOUT): it stalled, died or is in another call"));
+      }
     }
-    r.parts_.clear();
+    const int* lens = r.lens();
+    r.n_ = 0;
+    if (!r.recv_) return;
     // A longer message fails with MPI_ERR_TRUNCATE; a shorter one must not
     // pass silently either (mismatched calls across ranks).
-    for (std::size_t i = 0; i < r.lens_.size(); ++i) {
+    for (int i = 0; i < parts; ++i) {
       int got = 0;
       MPI_Get_count(&status[i], MPI_BYTE, &got);
-      if (got != r.lens_[i])
-        throw error("recv", rank_, detail::cat("rank ", r.peer_, " sent ", got, " bytes where ", r.lens_[i],
+      if (got != lens[i])
+        throw error("recv", rank_, detail::cat("rank ", r.peer_, " sent ", got, " bytes where ", lens[i],
                                                 " were expected (mismatched collective calls?)"));
     }
   }
@@ -177,20 +208,22 @@ class mpi_transport {
  private:
   static constexpr int tag = 0x5254;  // 'RT'
 
-  request start(int peer, bool recv) const {
+  request start(int peer, bool recv, std::size_t bytes) const {
     if (peer < 0 || peer >= size_)
       throw error(recv ? "irecv" : "isend", rank_, detail::cat("peer ", peer, " is out of range for ", size_, " ranks"));
     request r;
     r.peer_ = peer;
     r.recv_ = recv;
+    r.reserve(bytes == 0 ? 1 : (bytes + opt_.max_piece_bytes - 1) / opt_.max_piece_bytes);
     return r;
   }
+  // Cuts `bytes` into pieces MPI's int count accepts; both ends cut alike.
   template <class F>
   void for_pieces(std::size_t bytes, F post) const {
-    std::size_t off = 0;
+    std::size_t off = 0, i = 0;
     do {
       const std::size_t len = std::min(opt_.max_piece_bytes, bytes - off);
-      post(off, static_cast<int>(len));
+      post(i++, off, static_cast<int>(len));
       off += len;
     } while (off < bytes);
   }

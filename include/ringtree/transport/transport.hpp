@@ -38,8 +38,8 @@ struct host_memory {
       std::memcpy(static_cast<void*>(dst.data()), src.data(), src.size_bytes());
   }
   template <class E>
-  void reduce(op o, std::span<E> acc, std::span<const E> in) const noexcept {
-    reduce_into(o, acc, in);
+  void reduce(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) const noexcept {
+    reduce_into(o, acc, in, order);
   }
   template <class E>
   void average(std::span<E> data, int ranks) const noexcept {

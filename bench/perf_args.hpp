@@ -1,0 +1,186 @@
+#pragma once
+// ringtree-perf's command line, kept apart from MPI so that the tests can
+// check it directly. Flags follow nccl-tests where they overlap (-b -e -f
+// -w -n -c -d); -o names the collectives, -a the algorithms.
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ringtree/core/dtype.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/core/reduce.hpp>
+#include <ringtree/tuner.hpp>
+
+namespace ringtree::perf {
+
+struct options {
+  std::size_t min_bytes = 8, max_bytes = std::size_t{64} << 20;
+  double factor = 2;
+  std::vector<collective> collectives = {collective::allreduce};
+  std::vector<std::string> algos = {"ring", "tree", "automatic", "mpi"};
+  dtype type = dtype::float32;
+  op redop = op::sum;
+  int root = 0;
+  int warmup = 5, iters = 20;
+  bool check = true;
+  std::string transport = "mpi";
+  std::string csv, json, plot;
+  bool help = false;
+};
+
+inline std::string usage() {
+  return R"(usage: mpirun -np N ringtree-perf [options]
+  -b, --minbytes SIZE     smallest size (default 8); SIZE takes K, M, G suffixes
+  -e, --maxbytes SIZE     largest size (default 64M)
+  -f, --stepfactor F      multiply the size by F each step (default 2)
+  -o, --collective LIST   allreduce,broadcast,scatter,reduce_scatter,allgather,reduce,gather
+  -a, --algo LIST         ring,tree,recursive_doubling,binomial,linear,automatic,mpi
+                          (default ring,tree,automatic,mpi);
+                          mpi is the MPI library's own collective
+  -d, --datatype TYPE     float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 half bfloat16
+  -r, --redop OP          sum prod min max avg (default sum)
+  -R, --root N            root of rooted collectives (default 0)
+  -w, --warmup N          warm-up iterations (default 5)
+  -n, --iters N           timed iterations (default 20)
+  -c, --check 0|1         check every result against a reference (default 1)
+  -t, --transport NAME    mpi (default)
+      --csv FILE          also write the rows as CSV
+      --json FILE         also write the rows as JSON
+      --plot FILE.png     draw busbw against size, one line per algorithm (gnuplot)
+  -h, --help              this text
+Sizes are bytes of the whole buffer, as in nccl-tests: for allgather,
+reduce_scatter, scatter and gather that is all ranks' blocks together.
+)";
+}
+
+namespace detail_ {
+[[noreturn]] inline void bad(const std::string& what) { throw error("ringtree-perf", -1, what + " (see --help)"); }
+
+inline std::vector<std::string> split(std::string_view s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') { out.push_back(cur); cur.clear(); }
+    else cur += c;
+  }
+  out.push_back(cur);
+  return out;
+}
+
+inline long parse_int(const std::string& flag, std::string_view s, long lo, long hi) {
+  if (s.empty()) bad(flag + " needs a number");
+  long v = 0;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) bad(flag + ": '" + std::string(s) + "' is not a whole number");
+    v = v * 10 + (c - '0');
+    if (v > hi) bad(flag + ": " + std::string(s) + " is above " + std::to_string(hi));
+  }
+  if (v < lo) bad(flag + ": " + std::string(s) + " is below " + std::to_string(lo));
+  return v;
+}
+}  // namespace detail_
+
+// "8", "64K", "256M", "1G", optionally followed by "B".
+inline std::size_t parse_size(const std::string& flag, std::string s) {
+  if (!s.empty() && (s.back() == 'B' || s.back() == 'b')) s.pop_back();
+  std::size_t mult = 1;
+  if (!s.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
+      case 'K': mult = std::size_t{1} << 10; break;
+      case 'M': mult = std::size_t{1} << 20; break;
+      case 'G': mult = std::size_t{1} << 30; break;
+      default: break;
+    }
+    if (mult != 1) s.pop_back();
+  }
+  const long v = detail_::parse_int(flag, s, 0, 1L << 40);
+  return static_cast<std::size_t>(v) * mult;
+}
+
+inline collective parse_collective(const std::string& s) {
+  for (int i = 0; i < static_cast<int>(collective::barrier); ++i)
+    if (s == to_string(static_cast<collective>(i))) return static_cast<collective>(i);
+  detail_::bad("-o: unknown collective '" + s + "'");
+}
+
+inline options parse(int argc, const char* const* argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (flag == "-h" || flag == "--help") { o.help = true; continue; }
+    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) detail_::bad(flag.rfind("-", 0) == 0 ? flag + " needs a value" : "unexpected argument '" + flag + "'");
+      value = argv[++i];
+    }
+    if (flag == "-b" || flag == "--minbytes") o.min_bytes = parse_size(flag, value);
+    else if (flag == "-e" || flag == "--maxbytes") o.max_bytes = parse_size(flag, value);
+    else if (flag == "-f" || flag == "--stepfactor") {
+      char* end = nullptr;
+      o.factor = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !(o.factor > 1.0) || o.factor > 1024)
+        detail_::bad(flag + ": expected a factor above 1, got '" + value + "'");
+    } else if (flag == "-o" || flag == "--collective") {
+      o.collectives.clear();
+      for (auto& c : detail_::split(value)) o.collectives.push_back(parse_collective(c));
+    } else if (flag == "-a" || flag == "--algo") {
+      o.algos.clear();
+      for (auto& a : detail_::split(value)) {
+        bool known = a == "mpi";
+        for (int k = 0; k <= static_cast<int>(algorithm::recursive_doubling); ++k) known = known || a == to_string(static_cast<algorithm>(k));
+        if (!known) detail_::bad("-a: unknown algorithm '" + a + "'");
+        o.algos.push_back(a);
+      }
+    } else if (flag == "-d" || flag == "--datatype") {
+      bool found = false;
+      for (int k = 0; k <= static_cast<int>(dtype::bfloat16); ++k)
+        if (value == to_string(static_cast<dtype>(k))) { o.type = static_cast<dtype>(k); found = true; }
+      if (!found) detail_::bad("-d: unknown element type '" + value + "'");
+    } else if (flag == "-r" || flag == "--redop") {
+      bool found = false;
+      for (int k = 0; k <= static_cast<int>(op::avg); ++k)
+        if (value == to_string(static_cast<op>(k))) { o.redop = static_cast<op>(k); found = true; }
+      if (!found) detail_::bad("-r: unknown reduction op '" + value + "'");
+    } else if (flag == "-R" || flag == "--root") o.root = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
+    else if (flag == "-w" || flag == "--warmup") o.warmup = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
+    else if (flag == "-n" || flag == "--iters") o.iters = static_cast<int>(detail_::parse_int(flag, value, 1, 1 << 20));
+    else if (flag == "-c" || flag == "--check") o.check = detail_::parse_int(flag, value, 0, 1) == 1;
+    else if (flag == "-t" || flag == "--transport") {
+      if (value != "mpi") detail_::bad("-t: unknown transport '" + value + "' (available: mpi)");
+      o.transport = value;
+    } else if (flag == "--csv") o.csv = value;
+    else if (flag == "--json") o.json = value;
+    else if (flag == "--plot") o.plot = value;
+    else detail_::bad("unknown flag '" + flag + "'");
+  }
+  if (o.min_bytes > o.max_bytes)
+    detail_::bad("-b " + std::to_string(o.min_bytes) + " is larger than -e " + std::to_string(o.max_bytes));
+  return o;
+}
+
+// nccl-tests' bus-bandwidth factor: what each rank's links carry relative
+// to the buffer size, so that busbw is comparable across rank counts.
+inline double bus_factor(collective c, int n) {
+  switch (c) {
+    case collective::allreduce: return 2.0 * (n - 1) / n;
+    case collective::reduce_scatter:
+    case collective::allgather:
+    case collective::scatter:
+    case collective::gather: return double(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+// Elements per rank block for a buffer of `bytes` (see usage()).
+inline std::size_t count_for(collective c, std::size_t bytes, std::size_t elem, int n) {
+  const bool blocked = c == collective::reduce_scatter || c == collective::allgather || c == collective::scatter ||
+                       c == collective::gather;
+  return bytes / elem / (blocked ? n : 1);
+}
+
+}  // namespace ringtree::perf

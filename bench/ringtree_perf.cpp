@@ -1,0 +1,254 @@
+// ringtree-perf: nccl-tests-style sweeps of ringtree's collectives next to
+// the MPI library's own, in the same run.
+//   mpirun -np 2 build/bench/ringtree-perf -b 8 -e 256M -f 2 -o allreduce -a ring,tree,automatic,mpi
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/transport/mpi.hpp>
+
+#include "../tests/collective_check.hpp"
+#include "mpi_reference.hpp"
+#include "perf_args.hpp"
+
+using namespace ringtree;
+using namespace ringtree::perf;
+
+namespace {
+
+struct row {
+  std::string collective;
+  std::size_t bytes, count;
+  std::string type, redop;
+  int root;
+  std::string algo;
+  double time_us, algbw, busbw;
+  long wrong;  // -1: not checked
+  double vs_mpi;  // MPI's time / this row's time; 0: no mpi row
+};
+
+// One call of collective `c` on `target` (a communicator or mpi_reference).
+template <class E, class Target>
+void invoke(Target& target, collective c, std::span<E> in, std::span<E> out, std::size_t m, op o, int root,
+            algorithm a) {
+  const int n = target.size();
+  const bool is_root = target.rank() == root;
+  switch (c) {
+    case collective::allreduce: target.allreduce(std::span<const E>(in.first(m)), out.first(m), o, a); break;
+    case collective::broadcast: target.broadcast(out.first(m), root, a); break;
+    case collective::reduce: target.reduce(std::span<const E>(in.first(m)), out.first(is_root ? m : 0), root, o, a); break;
+    case collective::scatter: target.scatter(std::span<const E>(in.first(is_root ? m * n : 0)), out.first(m), root, a); break;
+    case collective::gather: target.gather(std::span<const E>(in.first(m)), out.first(is_root ? m * n : 0), root, a); break;
+    case collective::reduce_scatter: target.reduce_scatter(std::span<const E>(in.first(m * n)), out.first(m), o, a); break;
+    case collective::allgather: target.allgather(std::span<const E>(in.first(m)), out.first(m * n), a); break;
+    case collective::barrier: break;
+  }
+}
+
+// Median-free, nccl-tests style: mean time of `iters` calls after `warmup`,
+// the slowest rank's.
+template <class F>
+double time_us(F call, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) call();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) call();
+  double local = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters, slowest = 0;
+  MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+std::string human(std::size_t b) {
+  const char* unit[] = {"B", "K", "M", "G"};
+  int u = 0;
+  double v = static_cast<double>(b);
+  while (v >= 1024 && u < 3 && std::fmod(v, 1024) == 0) v /= 1024, ++u;
+  return detail::cat(static_cast<long long>(v), unit[u]);
+}
+
+void print_header(const options& o, int n) {
+  std::printf("# ringtree-perf: %d ranks, transport %s, type %s, redop %s, root %d, warmup %d, iters %d, check %s\n", n,
+              o.transport.c_str(), std::string(to_string(o.type)).c_str(), std::string(to_string(o.redop)).c_str(),
+              o.root, o.warmup, o.iters, o.check ? "on" : "off");
+  std::printf("# time: mean per call of the slowest rank; algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
+              "# vs mpi = MPI's time / this time for the same size (above 1: faster than MPI)\n");
+  std::printf("%-15s %10s %12s %9s %6s %5s %-28s %11s %11s %11s %7s %7s\n", "collective", "size", "count", "type",
+              "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "vs mpi");
+}
+
+void print_row(const row& r) {
+  std::printf("%-15s %10s %12zu %9s %6s %5d %-28s %11.2f %11.3f %11.3f %7s %7s\n", r.collective.c_str(),
+              human(r.bytes).c_str(), r.count, r.type.c_str(), r.redop.c_str(), r.root, r.algo.c_str(), r.time_us,
+              r.algbw, r.busbw, r.wrong < 0 ? "-" : std::to_string(r.wrong).c_str(),
+              r.vs_mpi > 0 ? detail::cat(std::round(r.vs_mpi * 100) / 100).c_str() : "-");
+  std::fflush(stdout);
+}
+
+void write_csv(const std::string& file, const std::vector<row>& rows) {
+  std::ofstream f(file);
+  if (!f) throw error("ringtree-perf", 0, "cannot write " + file);
+  f << "collective,bytes,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong,vs_mpi\n";
+  for (auto& r : rows)
+    f << r.collective << ',' << r.bytes << ',' << r.count << ',' << r.type << ',' << r.redop << ',' << r.root << ','
+      << r.algo << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << ',' << r.vs_mpi << '\n';
+}
+
+void write_json(const std::string& file, const std::vector<row>& rows, int n) {
+  std::ofstream f(file);
+  if (!f) throw error("ringtree-perf", 0, "cannot write " + file);
+  f << "{\"ranks\": " << n << ", \"rows\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    f << "  {\"collective\": \"" << r.collective << "\", \"bytes\": " << r.bytes << ", \"count\": " << r.count
+      << ", \"type\": \"" << r.type << "\", \"redop\": \"" << r.redop << "\", \"root\": " << r.root
+      << ", \"algo\": \"" << r.algo << "\", \"time_us\": " << r.time_us << ", \"algbw_GBps\": " << r.algbw
+      << ", \"busbw_GBps\": " << r.busbw << ", \"wrong\": " << r.wrong << ", \"vs_mpi\": " << r.vs_mpi << "}"
+      << (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  f << "]}\n";
+}
+
+// busbw against size, one line per (collective, algorithm), drawn by gnuplot.
+void write_plot(const std::string& png, const std::vector<row>& rows, int n) {
+  std::map<std::string, std::vector<const row*>> lines;
+  for (auto& r : rows) lines[r.collective + " " + r.algo].push_back(&r);
+  const std::string data = png + ".dat";
+  std::ofstream d(data);
+  std::string plots;
+  int index = 0;
+  for (auto& [name, pts] : lines) {
+    d << "# " << name << "\n";
+    for (auto* r : pts) d << r->bytes << ' ' << r->busbw << "\n";
+    d << "\n\n";
+    plots += detail::cat(index ? ", " : "", "'", data, "' index ", index, " with linespoints title '", name, "'");
+    ++index;
+  }
+  d.close();
+  const std::string script = detail::cat(
+      "set terminal pngcairo size 1000,620\nset output '", png, "'\nset logscale x 2\nset xlabel 'size (bytes)'\n",
+      "set ylabel 'busbw (GB/s)'\nset key top left\nset grid\nset title 'ringtree-perf, ", n, " ranks'\n",
+      "set format x '%.0s%cB'\nplot ", plots, "\n");
+  FILE* gp = popen("gnuplot 2>&1", "w");
+  if (gp == nullptr) throw error("ringtree-perf", 0, "cannot run gnuplot (apt-get install gnuplot-nox)");
+  std::fputs(script.c_str(), gp);
+  if (pclose(gp) != 0) throw error("ringtree-perf", 0, "gnuplot failed to draw " + png + " (is gnuplot installed?)");
+}
+
+template <class E>
+int run(const options& o) {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t);
+  mpi_reference mpi(MPI_COMM_WORLD);
+  const int n = comm.size(), me = comm.rank();
+  if (o.root >= n) throw error("ringtree-perf", me, detail::cat("--root ", o.root, " is out of range for ", n, " ranks"));
+  if (me == 0) print_header(o, n);
+  std::vector<row> rows;
+  long total_wrong = 0;
+  for (collective c : o.collectives) {
+    // `mpi` is measured first at each size, so that the others can be compared with it.
+    std::vector<std::string> algos = o.algos;
+    std::stable_partition(algos.begin(), algos.end(), [](const std::string& a) { return a == "mpi"; });
+    for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes);
+         b = std::max(b * o.factor, b + 1)) {
+      const std::size_t bytes = static_cast<std::size_t>(b);
+      const std::size_t m = count_for(c, bytes, sizeof(E), n);
+      std::vector<E> in(std::max<std::size_t>(1, m * n)), out(std::max<std::size_t>(1, m * n));
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = rt_test::value<E>(o.redop, me, i, 0);
+      double mpi_time = 0;
+      for (const auto& name : algos) {
+        const bool is_mpi = name == "mpi";
+        algorithm a = algorithm::automatic;
+        for (int k = 0; k <= static_cast<int>(algorithm::recursive_doubling); ++k)
+          if (name == to_string(static_cast<algorithm>(k))) a = static_cast<algorithm>(k);
+        if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
+        if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a)) continue;
+        std::string label = name;
+        if (a == algorithm::automatic && !is_mpi) {
+          const bool per_block = c == collective::scatter || c == collective::gather;
+          label += ":" + std::string(to_string(detail::choose(c, (per_block ? m : m * (c == collective::reduce_scatter || c == collective::allgather ? n : 1)) * sizeof(E), n)));
+        }
+        const rt_test::case_desc cd{c, a, o.redop, m, o.root, 1};
+        double us;
+        long wrong = -1;
+        if (is_mpi) {
+          us = time_us([&] { invoke<E>(mpi, c, in, out, m, o.redop, o.root, a); }, o.warmup, o.iters);
+          if (o.check) wrong = static_cast<long>(rt_test::check_all<E>(mpi, cd).wrong);
+          mpi_time = us;
+        } else {
+          us = time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, a); }, o.warmup, o.iters);
+          if (o.check) wrong = static_cast<long>(rt_test::check_all<E>(comm, cd).wrong);
+        }
+        if (o.check) {
+          long sum = 0;
+          MPI_Allreduce(&wrong, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+          wrong = sum;
+          total_wrong += wrong;
+        }
+        const double algbw = us > 0 ? bytes / us / 1e3 : 0;
+        row r{std::string(to_string(c)), bytes, m, std::string(to_string(dtype_of<E>)), std::string(to_string(o.redop)),
+              o.root, label, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !is_mpi) ? mpi_time / us : 0};
+        if (me == 0) print_row(r);
+        rows.push_back(r);
+      }
+      if (bytes == 0 && o.max_bytes == 0) break;
+    }
+  }
+  if (me == 0) {
+    if (!o.csv.empty()) write_csv(o.csv, rows);
+    if (!o.json.empty()) write_json(o.json, rows, n);
+    if (!o.plot.empty()) write_plot(o.plot, rows, n);
+    if (o.check) std::printf("# %s: %ld wrong elements in all rows\n", total_wrong ? "FAILED" : "checked", total_wrong);
+    if (!o.plot.empty()) std::printf("# plot: %s\n", o.plot.c_str());
+  }
+  return total_wrong ? 1 : 0;
+}
+
+int dispatch(const options& o) {
+  switch (o.type) {
+    case dtype::float32: return run<float>(o);
+    case dtype::float64: return run<double>(o);
+    case dtype::int8: return run<std::int8_t>(o);
+    case dtype::int16: return run<std::int16_t>(o);
+    case dtype::int32: return run<std::int32_t>(o);
+    case dtype::int64: return run<std::int64_t>(o);
+    case dtype::uint8: return run<std::uint8_t>(o);
+    case dtype::uint16: return run<std::uint16_t>(o);
+    case dtype::uint32: return run<std::uint32_t>(o);
+    case dtype::uint64: return run<std::uint64_t>(o);
+    case dtype::float16: return run<half>(o);
+    case dtype::bfloat16: return run<bfloat16>(o);
+  }
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc = 0;
+  try {
+    const options o = parse(argc, argv);  // the same on every rank, so errors are too
+    if (o.help) {
+      if (rank == 0) std::fputs(usage().c_str(), stdout);
+    } else {
+      rc = dispatch(o);
+    }
+  } catch (const error& e) {
+    if (rank == 0) std::fprintf(stderr, "%s\n", e.what());
+    rc = 2;
+    if (e.call() != "ringtree-perf") MPI_Abort(MPI_COMM_WORLD, 2);  // a failure during the run: stop every rank
+  }
+  MPI_Finalize();
+  return rc;
+}
