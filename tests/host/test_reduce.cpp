@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -93,4 +94,20 @@ TEST_CASE("avg divides the sum once") {
 TEST_CASE("op names") {
   CHECK(to_string(op::avg) == "avg");
   CHECK(to_string(op::prod) == "prod");
+}
+
+TEST_CASE_TEMPLATE("16-bit kernels keep infinities and NaN, in the vector body and the tail", E, half, bfloat16) {
+  const float big = std::is_same_v<E, half> ? 65504.0f : 3.0e38f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<E> acc(37, E(big)), in(37, E(big));  // 2 vector blocks and a tail
+  acc[3] = E(nan);
+  acc[36] = E(nan);
+  in[5] = E(-std::numeric_limits<float>::infinity());
+  reduce_into<E>(op::sum, acc, in);
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    const float v = static_cast<float>(acc[i]);
+    CAPTURE(i);
+    if (i == 3 || i == 36 || i == 5) CHECK(std::isnan(v));  // inf + -inf is NaN too
+    else CHECK(v == std::numeric_limits<float>::infinity());
+  }
 }

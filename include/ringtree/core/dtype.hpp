@@ -10,10 +10,20 @@
 #include <string_view>
 #include <type_traits>
 
+// Small functions that must be inlined into the vectorised loops, also into
+// the ones compiled for a wider instruction set.
+#if defined(__GNUC__)
+#define RINGTREE_INLINE [[gnu::always_inline]] inline
+#define RINGTREE_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define RINGTREE_INLINE inline
+#define RINGTREE_LAMBDA_INLINE
+#endif
+
 namespace ringtree {
 namespace detail {
 // c ? a : b without a branch, so that conversion loops vectorise.
-constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) noexcept {
+RINGTREE_INLINE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) noexcept {
   const std::uint32_t m = 0u - static_cast<std::uint32_t>(c);
   return (a & m) | (b & ~m);
 }
@@ -31,7 +41,7 @@ struct half {
   // (exponent bias 15 -> 127); subnormals are built with a magic-number
   // subtraction; both are computed and one is selected with a bit mask (g++
   // does not vectorise a loop in which a ?: survives as a branch).
-  static float to_float(std::uint16_t h) noexcept {
+  RINGTREE_INLINE static float to_float(std::uint16_t h) noexcept {
     const std::uint32_t w = std::uint32_t{h} << 16;
     const std::uint32_t sign = w & 0x80000000u;
     const std::uint32_t two_w = w + w;
@@ -45,7 +55,7 @@ struct half {
   // rounding: scaling to infinity and back flushes overflow to inf, and
   // adding a power of two aligned to the target precision rounds the
   // mantissa in hardware. NaN becomes a quiet NaN of the same sign.
-  static std::uint16_t from_float(float f) noexcept {
+  RINGTREE_INLINE static std::uint16_t from_float(float f) noexcept {
     const float abs = std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) & 0x7FFFFFFFu);
     float base = (abs * 0x1.0p+112f) * 0x1.0p-110f;
     const std::uint32_t w = std::bit_cast<std::uint32_t>(f);
@@ -67,12 +77,12 @@ struct bfloat16 {
   static bfloat16 from_bits(std::uint16_t b) noexcept { bfloat16 h; h.bits = b; return h; }
   friend bool operator==(bfloat16 a, bfloat16 b) noexcept { return a.bits == b.bits; }
 
-  static float to_float(std::uint16_t b) noexcept {
+  RINGTREE_INLINE static float to_float(std::uint16_t b) noexcept {
     return std::bit_cast<float>(std::uint32_t{b} << 16);
   }
   // Round to nearest even by adding 0x7FFF plus the lowest kept bit; a NaN
   // would carry into the exponent, so it is replaced by a quiet NaN.
-  static std::uint16_t from_float(float f) noexcept {
+  RINGTREE_INLINE static std::uint16_t from_float(float f) noexcept {
     const std::uint32_t w = std::bit_cast<std::uint32_t>(f);
     const std::uint32_t rounded = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
     return static_cast<std::uint16_t>(detail::select((w & 0x7FFFFFFFu) > 0x7F800000u, (w >> 16) | 0x0040u, rounded));
