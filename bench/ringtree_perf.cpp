@@ -29,7 +29,8 @@ struct row {
   std::size_t bytes, count;
   std::string type, redop;
   int root;
-  std::string algo;
+  std::string algo;       // as printed: automatic shows its pick ("automatic:ring")
+  std::string requested;  // as asked for with -a
   double time_us, algbw, busbw;
   long wrong;  // -1: not checked
   double vs_mpi;  // MPI's time / this row's time; 0: no mpi row
@@ -119,7 +120,7 @@ void write_json(const std::string& file, const std::vector<row>& rows, int n) {
 // busbw against size, one line per (collective, algorithm), drawn by gnuplot.
 void write_plot(const std::string& png, const std::vector<row>& rows, int n) {
   std::map<std::string, std::vector<const row*>> lines;
-  for (auto& r : rows) lines[r.collective + " " + r.algo].push_back(&r);
+  for (auto& r : rows) lines[r.collective + " " + r.requested].push_back(&r);
   const std::string data = png + ".dat";
   std::ofstream d(data);
   std::string plots;
@@ -133,9 +134,9 @@ void write_plot(const std::string& png, const std::vector<row>& rows, int n) {
   }
   d.close();
   const std::string script = detail::cat(
-      "set terminal pngcairo size 1000,620\nset output '", png, "'\nset logscale x 2\nset xlabel 'size (bytes)'\n",
-      "set ylabel 'busbw (GB/s)'\nset key top left\nset grid\nset title 'ringtree-perf, ", n, " ranks'\n",
-      "set format x '%.0s%cB'\nplot ", plots, "\n");
+      "set terminal pngcairo noenhanced size 1000,620\nset output '", png, "'\nset logscale x 2\n",
+      "set xlabel 'size (bytes)'\nset ylabel 'busbw (GB/s)'\nset key top left\nset grid\n",
+      "set title 'ringtree-perf: ", n, " ranks, busbw against size'\nset format x '%.0b%B'\nset xtics 16\nplot ", plots, "\n");
   FILE* gp = popen("gnuplot 2>&1", "w");
   if (gp == nullptr) throw error("ringtree-perf", 0, "cannot run gnuplot (apt-get install gnuplot-nox)");
   std::fputs(script.c_str(), gp);
@@ -194,7 +195,7 @@ int run(const options& o) {
         }
         const double algbw = us > 0 ? bytes / us / 1e3 : 0;
         row r{std::string(to_string(c)), bytes, m, std::string(to_string(dtype_of<E>)), std::string(to_string(o.redop)),
-              o.root, label, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !is_mpi) ? mpi_time / us : 0};
+              o.root, label, name, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !is_mpi) ? mpi_time / us : 0};
         if (me == 0) print_row(r);
         rows.push_back(r);
       }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# ringtree-perf as a user runs it: bad input gets a clear message and a
+# non-zero exit; a small sweep checks its results and writes CSV and JSON.
+set -u
+perf=$1
+fail() { echo "FAIL: $*"; exit 1; }
+run() { mpirun --oversubscribe -np "$1" "$perf" "${@:2}"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+out=$(run 2 --bogus 1 2>&1); rc=$?
+[ $rc -ne 0 ] || fail "a bad flag exited 0"
+grep -q "unknown flag '--bogus'" <<<"$out" || fail "no message for a bad flag: $out"
+out=$(run 1 -b 12Q 2>&1); rc=$?
+[ $rc -ne 0 ] || fail "a bad size exited 0"
+grep -q "'12Q' is not a whole number" <<<"$out" || fail "no message for a bad size: $out"
+out=$(run 2 -R 5 -o broadcast -b 8 -e 8 2>&1); rc=$?
+[ $rc -ne 0 ] || fail "a root out of range exited 0"
+grep -q "root 5 is out of range for 2 ranks" <<<"$out" || fail "no message for a bad root: $out"
+
+out=$(run 3 -b 8 -e 4K -f 8 -o allreduce,broadcast,scatter,reduce_scatter,allgather,reduce,gather \
+      -a ring,tree,binomial,linear,recursive_doubling,automatic,mpi -w 1 -n 2 -c 1 \
+      --csv "$tmp/rows.csv" --json "$tmp/rows.json" 2>&1) || fail "the sweep failed: $out"
+echo "$out"
+grep -q "# checked: 0 wrong elements" <<<"$out" || fail "results were not all checked and right"
+[ "$(grep -c '^allreduce ' <<<"$out")" -ge 10 ] || fail "too few allreduce rows"
+[ "$(wc -l <"$tmp/rows.csv")" -gt 20 ] || fail "CSV too short"
+grep -q '"collective": "gather"' "$tmp/rows.json" || fail "JSON lacks rows"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['ranks']==3 and len(d['rows'])>20" "$tmp/rows.json" \
+  2>/dev/null || { command -v python3 >/dev/null && fail "JSON does not parse"; }
+echo "ringtree-perf command line: ok"
