@@ -202,16 +202,16 @@ class communicator {
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
     if (a == algorithm::automatic) c.algo = detail::choose(what, bytes, size());
-    else c.require(detail::offers(what, a), "algorithm ", to_string(a), " is not available for ", to_string(what),
-                   " (available: ", detail::offered_names(what), ")");
+    else if (!detail::offers(what, a))  // the message is built only when needed: calls are on the hot path
+      c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what),
+                " (available: ", detail::offered_names(what), ")");
     return c;
   }
 
   // Raise on bad arguments; in checked mode, first agree across ranks.
   void finish(const call& c) {
-    const std::string name(to_string(c.what));
-    if (opt_.checked && size() > 1) compare(c, name);
-    if (!c.problem.empty()) throw error(name, rank(), c.problem);
+    if (opt_.checked && size() > 1) compare(c, std::string(to_string(c.what)));
+    if (!c.problem.empty()) throw error(std::string(to_string(c.what)), rank(), c.problem);
   }
 
   void compare(const call& c, const std::string& name) {
