@@ -29,14 +29,10 @@ RINGTREE_INLINE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uin
 }
 }  // namespace detail
 
-struct half {
-  std::uint16_t bits = 0;
-  half() = default;
-  explicit half(float f) noexcept : bits(from_float(f)) {}
-  explicit operator float() const noexcept { return to_float(bits); }
-  static half from_bits(std::uint16_t b) noexcept { half h; h.bits = b; return h; }
-  friend bool operator==(half a, half b) noexcept { return a.bits == b.bits; }
+namespace detail {
 
+// IEEE binary16.
+struct binary16_codec {
   // binary16 -> binary32: exact. Normal numbers are rebased by one multiply
   // (exponent bias 15 -> 127); subnormals are built with a magic-number
   // subtraction; both are computed and one is selected with a bit mask (g++
@@ -69,14 +65,8 @@ struct half {
   }
 };
 
-struct bfloat16 {
-  std::uint16_t bits = 0;
-  bfloat16() = default;
-  explicit bfloat16(float f) noexcept : bits(from_float(f)) {}
-  explicit operator float() const noexcept { return to_float(bits); }
-  static bfloat16 from_bits(std::uint16_t b) noexcept { bfloat16 h; h.bits = b; return h; }
-  friend bool operator==(bfloat16 a, bfloat16 b) noexcept { return a.bits == b.bits; }
-
+// bfloat16: the top half of a binary32.
+struct bfloat16_codec {
   RINGTREE_INLINE static float to_float(std::uint16_t b) noexcept {
     return std::bit_cast<float>(std::uint32_t{b} << 16);
   }
@@ -88,6 +78,27 @@ struct bfloat16 {
     return static_cast<std::uint16_t>(detail::select((w & 0x7FFFFFFFu) > 0x7F800000u, (w >> 16) | 0x0040u, rounded));
   }
 };
+
+}  // namespace detail
+
+// A 16-bit floating-point value stored as its bits; arithmetic is done in
+// float. Standard layout, so an array of them is an array of uint16_t.
+template <class Codec>
+struct basic_float16 : Codec {
+  std::uint16_t bits = 0;
+  basic_float16() = default;
+  explicit basic_float16(float f) noexcept : bits(Codec::from_float(f)) {}
+  explicit operator float() const noexcept { return Codec::to_float(bits); }
+  static basic_float16 from_bits(std::uint16_t b) noexcept {
+    basic_float16 h;
+    h.bits = b;
+    return h;
+  }
+  friend bool operator==(basic_float16 a, basic_float16 b) noexcept { return a.bits == b.bits; }
+};
+
+using half = basic_float16<detail::binary16_codec>;
+using bfloat16 = basic_float16<detail::bfloat16_codec>;
 
 enum class dtype : std::uint8_t {
   float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16
