@@ -1,0 +1,513 @@
+#pragma once
+// shm_transport: processes on one host exchanging messages through one POSIX
+// shared-memory segment per communicator.
+//
+// Layout: a header, one line per rank (pid, doorbell), and for every ordered
+// pair (from, to) a ring of `slots` fixed-size slots with a producer counter
+// (tail, written by `from`) and a consumer counter (head, written by `to`).
+// A message travels as a stream of chunks, one per slot; each chunk carries
+// the message's total length, so a receiver that expected another size
+// raises instead of reading past its buffer. Every length read from shared
+// memory is checked against the slot size and the posted buffer first.
+//
+// Progress: like MPI, any wait() moves every posted message of this rank
+// forward (pushes what fits, pulls what arrived), so two ranks that wait
+// on their receives while their sends are still queued do not deadlock.
+// A waiting rank spins, then yields, then sleeps on a futex (its doorbell,
+// rung by whoever gives it data or space), so oversubscribed ranks still
+// progress. A peer whose process is gone is reported at once; one that
+// stalls raises timeout_error after RINGTREE_TIMEOUT seconds.
+//
+// Hygiene: rank 0 creates the segment with O_EXCL and mode 0600 under an
+// unguessable name (or the launcher's), the others check it is owned by
+// their user, and it is unlinked as soon as every rank has attached, so a
+// crash leaves nothing behind. A segment left by a crashed run (creator
+// dead) is removed and made anew.
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/core/config.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/transport/transport.hpp>
+
+namespace ringtree {
+
+struct shm_options {
+  std::chrono::duration<double> timeout = detail::default_timeout();
+  std::size_t slots = 8;            // chunks in flight per pair of ranks
+  std::size_t slot_bytes = 0;       // 0: 128 KiB, less for many ranks (64 MiB of slots at most)
+};
+
+namespace detail {
+
+inline constexpr std::uint64_t shm_magic = 0x52494e4754524545ull;  // "RINGTREE"
+inline constexpr std::uint32_t shm_version = 1;
+
+struct alignas(64) shm_header {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::int32_t size;
+  std::uint64_t bytes;
+  std::uint64_t slots;
+  std::uint64_t slot_bytes;
+  std::int32_t creator_pid;
+  std::atomic<std::int32_t> attached;
+  std::atomic<std::uint32_t> ready;
+};
+struct alignas(64) shm_rank {
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint32_t> doorbell;
+  std::atomic<std::uint32_t> sleeping;
+};
+struct alignas(64) shm_counter {
+  std::atomic<std::uint64_t> value;
+};
+struct shm_queue {
+  shm_counter tail;  // chunks written by the sender
+  shm_counter head;  // chunks consumed by the receiver
+};
+struct shm_chunk {
+  std::uint64_t total;  // length of the whole message
+  std::uint64_t len;    // bytes in this chunk
+};
+
+inline std::size_t round64(std::size_t x) { return (x + 63) & ~std::size_t{63}; }
+
+struct shm_layout {
+  int n;
+  std::size_t slots, slot_bytes;
+  std::size_t ranks_at() const { return round64(sizeof(shm_header)); }
+  std::size_t queues_at() const { return ranks_at() + round64(sizeof(shm_rank) * n); }
+  std::size_t slot_stride() const { return round64(sizeof(shm_chunk) + slot_bytes); }
+  std::size_t slots_at() const { return queues_at() + round64(sizeof(shm_queue) * n * n); }
+  std::size_t bytes() const { return slots_at() + slot_stride() * slots * n * n; }
+};
+
+inline void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t expected, long ns) {
+  timespec ts{0, ns};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+inline void futex_wake(std::atomic<std::uint32_t>* addr) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+// Alive: exists and is not a zombie (a dead child its parent has not reaped).
+inline bool process_alive(int pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  if (FILE* f = std::fopen(path, "r")) {
+    char state = 0;
+    const int got = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+    std::fclose(f);
+    if (got == 1 && (state == 'Z' || state == 'X')) return false;
+  }
+  return true;
+}
+
+// A name nobody can guess: 128 random bits.
+inline std::string random_shm_name() {
+  std::random_device rd;
+  std::string s = "/ringtree-";
+  for (int i = 0; i < 4; ++i) {
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
+    s += buf;
+  }
+  return s;
+}
+
+// The mapped segment: creation, attachment, unlinking.
+class shm_segment {
+ public:
+  shm_segment(const std::string& name, int rank, int size, const shm_options& opt) : name_(name) {
+    if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos || name.size() > 200)
+      throw error("shm_transport", rank, cat("segment name '", name, "' must be '/' followed by up to 200 characters without '/'"));
+    if (size < 1 || rank < 0 || rank >= size)
+      throw error("shm_transport", rank, cat("rank ", rank, " and size ", size, " do not fit"));
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt.timeout);
+    if (rank == 0) create(rank, size, opt);
+    else attach(rank, size, deadline);
+    hdr()->attached.fetch_add(1);
+  }
+  shm_segment(const shm_segment&) = delete;
+  ~shm_segment() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+    if (!unlinked_ && creator_) shm_unlink(name_.c_str());
+  }
+
+  shm_header* hdr() const { return static_cast<shm_header*>(base_); }
+  std::byte* base() const { return static_cast<std::byte*>(base_); }
+  const std::string& name() const { return name_; }
+  // Rank 0 removes the name once everyone is in; until then it is the only
+  // way in, afterwards the mapping lives on without a name.
+  void unlink_when_all_attached(int rank, int size, std::chrono::steady_clock::time_point deadline) {
+    while (hdr()->attached.load() < size) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw timeout_error("shm_transport", rank, -1,
+                            cat("only ", hdr()->attached.load(), " of ", size, " ranks attached to ", name_,
+                                " in time (RINGTREE_TIMEOUT)"));
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    shm_unlink(name_.c_str());
+    unlinked_ = true;
+  }
+
+ private:
+  void create(int rank, int size, const shm_options& opt) {
+    shm_layout lay{size, opt.slots, opt.slot_bytes};
+    int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno == EEXIST && remove_if_stale()) fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0)
+      throw error("shm_transport", rank, cat("cannot create shared memory ", name_, ": ", std::strerror(errno),
+                                             errno == EEXIST ? " (in use by a live process)" : ""));
+    creator_ = true;
+    bytes_ = lay.bytes();
+    if (ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+      const int e = errno;
+      close(fd);
+      throw error("shm_transport", rank, cat("cannot size ", name_, " to ", bytes_, " bytes: ", std::strerror(e)));
+    }
+    map(fd, rank);
+    auto* h = hdr();
+    h->magic = shm_magic;
+    h->version = shm_version;
+    h->size = size;
+    h->bytes = bytes_;
+    h->slots = lay.slots;
+    h->slot_bytes = lay.slot_bytes;
+    h->creator_pid = getpid();
+    h->ready.store(1, std::memory_order_release);
+  }
+
+  void attach(int rank, int size, std::chrono::steady_clock::time_point deadline) {
+    int fd = -1;
+    while (true) {  // rank 0 may not have created it yet
+      fd = shm_open(name_.c_str(), O_RDWR, 0);
+      if (fd >= 0) {
+        struct stat st {};
+        if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
+          if (st.st_uid != geteuid() || (st.st_mode & 0077) != 0) {
+            close(fd);
+            throw error("shm_transport", rank, cat(name_, " belongs to another user or is open to others (mode ",
+                                                   std::oct, (st.st_mode & 0777), "); refusing it"));
+          }
+          bytes_ = static_cast<std::size_t>(st.st_size);
+          map(fd, rank);
+          if (hdr()->ready.load(std::memory_order_acquire) == 1) break;
+          munmap(base_, bytes_);
+          base_ = nullptr;
+        } else {
+          close(fd);
+        }
+      }
+      if (std::chrono::steady_clock::now() > deadline)
+        throw timeout_error("shm_transport", rank, 0, cat("rank 0 did not create ", name_, " in time (RINGTREE_TIMEOUT)"));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    auto* h = hdr();
+    if (h->magic != shm_magic || h->version != shm_version || h->size != size || h->bytes != bytes_ ||
+        h->slots == 0 || h->slot_bytes == 0 || shm_layout{size, h->slots, h->slot_bytes}.bytes() != bytes_)
+      throw error("shm_transport", rank, cat(name_, " is not a ringtree segment for ", size, " ranks (it says size ",
+                                             h->size, ", ", h->bytes, " bytes)"));
+  }
+
+  void map(int fd, int rank) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) throw error("shm_transport", rank, cat("cannot map ", name_, ": ", std::strerror(e)));
+    base_ = p;
+  }
+
+  // A segment whose creator is dead is what a crashed run left: remove it.
+  bool remove_if_stale() {
+    const int fd = shm_open(name_.c_str(), O_RDONLY, 0);
+    if (fd < 0) return errno == ENOENT;
+    struct stat st {};
+    int pid = -1;
+    if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
+      void* p = mmap(nullptr, sizeof(shm_header), PROT_READ, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        const auto* h = static_cast<const shm_header*>(p);
+        if (h->magic == shm_magic) pid = h->creator_pid;
+        munmap(p, sizeof(shm_header));
+      }
+    }
+    close(fd);
+    if (st.st_uid != geteuid() || process_alive(pid)) return false;
+    return shm_unlink(name_.c_str()) == 0 || errno == ENOENT;
+  }
+
+  std::string name_;
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool creator_ = false, unlinked_ = false;
+};
+
+}  // namespace detail
+
+class shm_transport {
+  struct op_state {
+    std::byte* recv_buf = nullptr;
+    const std::byte* send_buf = nullptr;
+    std::size_t bytes = 0, done = 0;
+    bool started = false, complete = false;
+  };
+
+ public:
+  using memory_type = host_memory;
+
+  class request {
+   public:
+    request() = default;
+
+   private:
+    friend class shm_transport;
+    std::shared_ptr<op_state> op_;
+    int peer_ = -1;
+    bool recv_ = false;
+  };
+
+  // `name`: the segment's name, the same on every rank ("/something").
+  shm_transport(const std::string& name, int rank, int size, shm_options opt = {}) : opt_(fill(opt, size)) {
+    seg_ = std::make_unique<detail::shm_segment>(name, rank, size, opt_);
+    rank_ = rank;
+    size_ = size;
+    auto* h = seg_->hdr();
+    lay_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes)};
+    me()->pid.store(getpid());
+    sends_.resize(size);
+    recvs_.resize(size);
+    if (rank == 0)
+      seg_->unlink_when_all_attached(rank, size, std::chrono::steady_clock::now() +
+                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout));
+  }
+
+  // Without MPI: the name from RINGTREE_SHM_NAME, rank and size from
+  // RINGTREE_RANK / RINGTREE_SIZE (or Open MPI's or PMI's variables), so any
+  // launcher can start the processes.
+  static shm_transport from_env(shm_options opt = {}) {
+    const char* name = std::getenv("RINGTREE_SHM_NAME");
+    if (name == nullptr || *name == '\0')
+      throw error("shm_transport", -1, "RINGTREE_SHM_NAME is not set (a name like /ringtree-job42, the same on every rank)");
+    const int rank = env_int({"RINGTREE_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, "rank");
+    const int size = env_int({"RINGTREE_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, "size");
+    return shm_transport(name, rank, size, opt);
+  }
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  host_memory memory() const noexcept { return {}; }
+  const std::string& segment_name() const noexcept { return seg_->name(); }
+  std::size_t slot_bytes() const noexcept { return lay_.slot_bytes; }
+
+  request isend(int peer, std::span<const std::byte> data) {
+    request r = post(peer, false);
+    r.op_->send_buf = data.data();
+    r.op_->bytes = data.size();
+    sends_[peer].push_back(r.op_);
+    progress_sends(peer);  // eager: a small message leaves at once
+    return r;
+  }
+  request irecv(int peer, std::span<std::byte> data) {
+    request r = post(peer, true);
+    r.op_->recv_buf = data.data();
+    r.op_->bytes = data.size();
+    recvs_[peer].push_back(r.op_);
+    return r;
+  }
+
+  void wait(request& r) {
+    if (!r.op_) return;
+    std::chrono::steady_clock::time_point deadline{}, next_check{};
+    for (long idle = 0; !r.op_->complete;) {
+      const std::uint32_t bell = me()->doorbell.load(std::memory_order_acquire);
+      if (progress()) {
+        idle = 0;
+        continue;
+      }
+      if (r.op_->complete) break;
+      if (++idle < 256) continue;  // spin: the peer is usually a few hundred ns away
+      if (idle < 1024) {
+        sched_yield();
+        continue;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (deadline == decltype(deadline){}) {
+        deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+        next_check = now;
+      }
+      if (now >= next_check) {
+        check_peer(r, now > deadline);
+        next_check = now + std::chrono::milliseconds(5);
+      }
+      me()->sleeping.store(1);
+      detail::futex_wait(&me()->doorbell, bell, 2'000'000);  // 2 ms, then look again
+      me()->sleeping.store(0);
+    }
+    r.op_.reset();
+  }
+
+ private:
+  static shm_options fill(shm_options o, int size) {
+    if (o.slots == 0 || o.slots > 4096) throw error("shm_transport", -1, detail::cat("slots must be 1..4096, got ", o.slots));
+    if (o.slot_bytes == 0) {
+      const std::size_t pairs = static_cast<std::size_t>(size > 0 ? size : 1) * (size > 0 ? size : 1);
+      o.slot_bytes = std::clamp<std::size_t>((std::size_t{64} << 20) / (pairs * o.slots), 4096, std::size_t{128} << 10);
+    }
+    return o;
+  }
+  static int env_int(std::initializer_list<const char*> names, const char* what) {
+    for (const char* n : names)
+      if (const char* v = std::getenv(n); v != nullptr && *v != '\0') {
+        char* end = nullptr;
+        const long x = std::strtol(v, &end, 10);
+        if (end == v || *end != '\0' || x < 0 || x > 1 << 20)
+          throw error("shm_transport", -1, detail::cat(n, "='", v, "' is not a ", what));
+        return static_cast<int>(x);
+      }
+    throw error("shm_transport", -1, detail::cat("no ", what, " in the environment (set RINGTREE_RANK and RINGTREE_SIZE)"));
+  }
+
+  request post(int peer, bool recv) {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      throw error(recv ? "irecv" : "isend", rank_, detail::cat("peer ", peer, " is not another rank of ", size_));
+    request r;
+    r.op_ = std::make_shared<op_state>();
+    r.peer_ = peer;
+    r.recv_ = recv;
+    return r;
+  }
+
+  detail::shm_rank* rank_line(int r) const {
+    return reinterpret_cast<detail::shm_rank*>(seg_->base() + lay_.ranks_at()) + r;
+  }
+  detail::shm_rank* me() const { return rank_line(rank_); }
+  detail::shm_queue* queue(int from, int to) const {
+    return reinterpret_cast<detail::shm_queue*>(seg_->base() + lay_.queues_at()) + (static_cast<std::size_t>(from) * size_ + to);
+  }
+  detail::shm_chunk* slot(int from, int to, std::uint64_t k) const {
+    const std::size_t index = (static_cast<std::size_t>(from) * size_ + to) * lay_.slots + k % lay_.slots;
+    return reinterpret_cast<detail::shm_chunk*>(seg_->base() + lay_.slots_at() + index * lay_.slot_stride());
+  }
+  void ring(int r) const {
+    auto* line = rank_line(r);
+    line->doorbell.fetch_add(1);
+    if (line->sleeping.load() != 0) detail::futex_wake(&line->doorbell);
+  }
+
+  // Moves every posted message forward; true if anything moved.
+  bool progress() {
+    bool moved = false;
+    for (int p = 0; p < size_; ++p) {
+      if (!sends_[p].empty()) moved |= progress_sends(p);
+      if (!recvs_[p].empty()) moved |= progress_recvs(p);
+    }
+    return moved;
+  }
+
+  bool progress_sends(int to) {
+    auto* q = queue(rank_, to);
+    bool moved = false;
+    while (!sends_[to].empty()) {
+      op_state& op = *sends_[to].front();
+      const std::uint64_t tail = q->tail.value.load(std::memory_order_relaxed);
+      const std::uint64_t head = q->head.value.load(std::memory_order_acquire);
+      if (tail - head >= lay_.slots) break;  // ring full
+      const std::size_t len = std::min(lay_.slot_bytes, op.bytes - op.done);
+      auto* c = slot(rank_, to, tail);
+      c->total = op.bytes;
+      c->len = len;
+      if (len != 0) std::memcpy(reinterpret_cast<std::byte*>(c + 1), op.send_buf + op.done, len);
+      q->tail.value.store(tail + 1, std::memory_order_release);
+      op.done += len;
+      op.started = moved = true;
+      if (op.done == op.bytes) {
+        op.complete = true;
+        sends_[to].pop_front();
+      }
+    }
+    if (moved) ring(to);
+    return moved;
+  }
+
+  bool progress_recvs(int from) {
+    auto* q = queue(from, rank_);
+    bool moved = false;
+    while (!recvs_[from].empty()) {
+      op_state& op = *recvs_[from].front();
+      const std::uint64_t head = q->head.value.load(std::memory_order_relaxed);
+      if (q->tail.value.load(std::memory_order_acquire) == head) break;  // nothing new
+      const auto* c = slot(from, rank_, head);
+      // Lengths come from another process: check them before trusting them.
+      const std::uint64_t total = c->total, len = c->len;
+      if (total != op.bytes) {
+        fail_recv(from);
+        throw error("recv", rank_, detail::cat("rank ", from, " sent a message of ", total, " bytes to rank ", rank_,
+                                                ", which expected ", op.bytes, " (mismatched collective calls?)"));
+      }
+      if (len > lay_.slot_bytes || len > op.bytes - op.done || (len == 0 && op.bytes != 0)) {
+        fail_recv(from);
+        throw error("recv", rank_, detail::cat("corrupt chunk from rank ", from, ": ", len, " bytes in a slot of ",
+                                                lay_.slot_bytes, " with ", op.bytes - op.done, " left"));
+      }
+      if (len != 0) std::memcpy(op.recv_buf + op.done, reinterpret_cast<const std::byte*>(c + 1), len);
+      q->head.value.store(head + 1, std::memory_order_release);
+      op.done += len;
+      op.started = moved = true;
+      if (op.done == op.bytes) {
+        op.complete = true;
+        recvs_[from].pop_front();
+      }
+    }
+    if (moved) ring(from);
+    return moved;
+  }
+  // After a refused message the stream from `from` cannot be trusted: drop
+  // what this rank expected from it, so later waits fail instead of misreading.
+  void fail_recv(int from) {
+    for (auto& op : recvs_[from]) op->complete = true;
+    recvs_[from].clear();
+  }
+
+  void check_peer(const request& r, bool expired) const {
+    const int pid = rank_line(r.peer_)->pid.load();
+    const char* what = r.recv_ ? "recv" : "send";
+    if (pid != 0 && !detail::process_alive(pid))
+      throw error(what, rank_, detail::cat("rank ", r.peer_, " (pid ", pid, ") has died"));
+    if (expired)
+      throw timeout_error(what, rank_, r.peer_,
+                          detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
+                                      " (RINGTREE_TIMEOUT): it stalled or is in another call"));
+  }
+
+  shm_options opt_;
+  std::unique_ptr<detail::shm_segment> seg_;
+  detail::shm_layout lay_{};
+  int rank_ = 0, size_ = 1;
+  std::vector<std::deque<std::shared_ptr<op_state>>> sends_, recvs_;
+};
+
+}  // namespace ringtree

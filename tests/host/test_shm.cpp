@@ -1,0 +1,239 @@
+// shm_transport between real processes, started with fork(): the paths that
+// need no launcher (environment bootstrap, a killed peer, a stale segment,
+// permissions). The collectives over shm are in the MPI-launched suite.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/transport/shm.hpp>
+
+#include "../collective_check.hpp"
+
+using namespace ringtree;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct outcome {
+  int status;         // as from waitpid
+  std::string text;   // what the process wrote to its pipe
+};
+
+// Runs body(rank) in n forked processes; each returns an exit code and may
+// write a line to `out`.
+std::vector<outcome> run_processes(int n, const std::function<int(int rank, FILE* out)>& body) {
+  std::vector<pid_t> pids(n);
+  std::vector<int> fds(n);
+  for (int r = 0; r < n; ++r) {
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(p[0]);
+      FILE* out = fdopen(p[1], "w");
+      int rc = 99;
+      try {
+        rc = body(r, out);
+      } catch (const std::exception& e) {
+        std::fprintf(out, "%s", e.what());
+        rc = 3;
+      }
+      std::fflush(out);
+      _exit(rc);
+    }
+    close(p[1]);
+    pids[r] = pid;
+    fds[r] = p[0];
+  }
+  std::vector<outcome> res(n);
+  for (int left = n; left > 0;) {  // reap each child as it ends (the texts are short: no pipe fills up)
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    for (int r = 0; r < n; ++r)
+      if (pids[r] == pid) res[r].status = status, --left;
+  }
+  for (int r = 0; r < n; ++r) {
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fds[r], buf, sizeof buf)) > 0) res[r].text.append(buf, static_cast<std::size_t>(k));
+    close(fds[r]);
+  }
+  return res;
+}
+bool exited_ok(const outcome& o) { return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0; }
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+std::string unique_name(const char* what) { return detail::cat("/ringtree-test-", what, "-", getpid()); }
+
+}  // namespace
+
+TEST_CASE("shm: every collective between forked processes, bootstrapped from the environment") {
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    const std::string name = unique_name("env");
+    auto res = run_processes(n, [&](int rank, FILE* out) {
+      setenv("RINGTREE_SHM_NAME", name.c_str(), 1);
+      setenv("RINGTREE_RANK", std::to_string(rank).c_str(), 1);
+      setenv("RINGTREE_SIZE", std::to_string(n).c_str(), 1);
+      shm_options opt;
+      opt.slot_bytes = 256;  // many chunks per message even at small counts
+      opt.slots = 3;
+      opt.timeout = 20s;
+      auto t = shm_transport::from_env(opt);
+      communicator comm(t, communicator_options{.checked = true});
+      std::string first;
+      for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000}))
+        for (auto f : {rt_test::check<float>(comm, c), rt_test::check<std::int32_t>(comm, c)})
+          if (first.empty()) first = f;
+      std::fprintf(out, "%s", first.c_str());
+      return first.empty() ? 0 : 1;
+    });
+    for (auto& o : res) {
+      CHECK_MESSAGE(exited_ok(o), o.text);
+    }
+    CHECK(shm_open(name.c_str(), O_RDONLY, 0) < 0);  // unlinked once everyone attached
+  }
+}
+
+TEST_CASE("shm: a peer killed in the middle of a collective is named by the others, quickly") {
+  const std::string name = unique_name("kill");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = run_processes(3, [&](int rank, FILE* out) {
+    shm_options opt;
+    opt.timeout = 60s;  // the death must be noticed long before this
+    shm_transport t(name, rank, 3, opt);
+    communicator comm(t);
+    std::vector<float> v(1 << 20, 1.0f);
+    comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);  // all alive: fine
+    if (rank == 2) raise(SIGKILL);
+    try {
+      comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);
+    } catch (const error& e) {
+      std::fprintf(out, "%s", e.what());
+      return 7;
+    }
+    return 0;
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+  CHECK(WIFSIGNALED(res[2].status));
+  bool named = false;
+  for (int r : {0, 1}) {
+    CHECK_MESSAGE(WEXITSTATUS(res[r].status) == 7, res[r].text);
+    named = named || has(res[r].text, "rank 2 (pid");
+  }
+  CHECK(named);
+}
+
+TEST_CASE("shm: a stalled peer raises timeout_error naming it") {
+  const std::string name = unique_name("stall");
+  auto res = run_processes(2, [&](int rank, FILE* out) {
+    shm_options opt;
+    opt.timeout = 0.5s;
+    shm_transport t(name, rank, 2, opt);
+    communicator comm(t);
+    if (rank == 1) {
+      std::this_thread::sleep_for(2s);
+      return 0;
+    }
+    std::vector<int> v(4, 1);
+    try {
+      comm.allreduce(std::span<int>(v));
+    } catch (const timeout_error& e) {
+      std::fprintf(out, "%s", e.what());
+      return e.peer() == 1 ? 7 : 8;
+    }
+    return 0;
+  });
+  CHECK_MESSAGE(WEXITSTATUS(res[0].status) == 7, res[0].text);
+  CHECK(has(res[0].text, "waited 0.5 s for rank 1 (RINGTREE_TIMEOUT)"));
+}
+
+TEST_CASE("shm: a segment left by a crashed run does not break a new one") {
+  const std::string name = unique_name("stale");
+  // A crashed creator: a process that made the segment and died without unlinking it.
+  auto crashed = run_processes(1, [&](int, FILE*) {
+    new shm_transport(name, 0, 2, shm_options{.timeout = 0.2s});  // waits for rank 1, who never comes
+    return 0;
+  });
+  CHECK_FALSE(exited_ok(crashed[0]));  // it timed out...
+  int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) {  // ...and unlinked on the way out; make a stale one by hand then
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, nullptr, 0);
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, sizeof(detail::shm_header)) == 0);
+    auto* h = static_cast<detail::shm_header*>(mmap(nullptr, sizeof(detail::shm_header), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    h->magic = detail::shm_magic;
+    h->creator_pid = dead;
+    munmap(h, sizeof(detail::shm_header));
+  }
+  close(fd);
+  REQUIRE(shm_open(name.c_str(), O_RDONLY, 0) >= 0);  // the stale segment is there
+  auto res = run_processes(2, [&](int rank, FILE* out) {
+    shm_transport t(name, rank, 2, shm_options{.timeout = 10s});
+    communicator comm(t);
+    std::vector<int> v(3, rank + 1);
+    comm.allreduce(std::span<int>(v));
+    std::fprintf(out, "%d", v[0]);
+    return v[0] == 3 ? 0 : 1;
+  });
+  for (auto& o : res) CHECK_MESSAGE(exited_ok(o), o.text);
+}
+
+TEST_CASE("shm: the segment is created 0600 and another user cannot open it") {
+  const std::string name = unique_name("perm");
+  // rank 0 alone creates the segment and waits for a rank 1 that never comes
+  auto res = run_processes(2, [&](int rank, FILE* out) {
+    if (rank == 0) {
+      try {
+        shm_transport t(name, 0, 2, shm_options{.timeout = 3s});
+      } catch (const error&) {
+      }
+      return 0;
+    }
+    std::this_thread::sleep_for(300ms);  // let rank 0 create it
+    const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0) { std::fprintf(out, "segment not found"); return 4; }
+    close(fd);
+    if ((st.st_mode & 0777) != 0600) { std::fprintf(out, "mode %o", st.st_mode & 0777); return 5; }
+    if (geteuid() == 0) {  // as root, become nobody and try to read it
+      if (setgid(65534) != 0 || setuid(65534) != 0) { std::fprintf(out, "cannot drop privileges"); return 6; }
+      const int other = shm_open(name.c_str(), O_RDONLY, 0);
+      if (other >= 0) { std::fprintf(out, "another user opened it"); return 7; }
+      std::fprintf(out, "refused: %s", std::strerror(errno));
+    }
+    return 0;
+  });
+  CHECK_MESSAGE(exited_ok(res[1]), res[1].text);
+  if (geteuid() == 0) CHECK(has(res[1].text, "Permission denied"));
+}
+
+TEST_CASE("shm: bad bootstrap values raise clear errors") {
+  unsetenv("RINGTREE_SHM_NAME");
+  CHECK_THROWS_WITH_AS(shm_transport::from_env(), doctest::Contains("RINGTREE_SHM_NAME is not set"), error);
+  setenv("RINGTREE_SHM_NAME", "/ringtree-x", 1);
+  setenv("RINGTREE_RANK", "two", 1);
+  setenv("RINGTREE_SIZE", "3", 1);
+  CHECK_THROWS_WITH_AS(shm_transport::from_env(), doctest::Contains("RINGTREE_RANK='two' is not a rank"), error);
+  unsetenv("RINGTREE_SHM_NAME");
+  unsetenv("RINGTREE_RANK");
+  unsetenv("RINGTREE_SIZE");
+  CHECK_THROWS_WITH_AS(shm_transport("no-slash", 0, 1), doctest::Contains("must be '/' followed by"), error);
+  CHECK_THROWS_WITH_AS(shm_transport("/ringtree-y", 3, 2), doctest::Contains("rank 3 and size 2 do not fit"), error);
+}
