@@ -46,7 +46,7 @@ inline std::string usage() {
   -w, --warmup N          warm-up iterations (default 5)
   -n, --iters N           timed iterations (default 20)
   -c, --check 0|1         check every result against a reference (default 1)
-  -t, --transport NAME    mpi (default)
+  -t, --transport NAME    mpi (default) or shm (shared memory; all ranks on one host)
       --csv FILE          also write the rows as CSV
       --json FILE         also write the rows as JSON
       --plot FILE.png     draw busbw against size, one line per algorithm (gnuplot)
@@ -151,7 +151,7 @@ inline options parse(int argc, const char* const* argv) {
     else if (flag == "-n" || flag == "--iters") o.iters = static_cast<int>(detail_::parse_int(flag, value, 1, 1 << 20));
     else if (flag == "-c" || flag == "--check") o.check = detail_::parse_int(flag, value, 0, 1) == 1;
     else if (flag == "-t" || flag == "--transport") {
-      if (value != "mpi") detail_::bad("-t: unknown transport '" + value + "' (available: mpi)");
+      if (value != "mpi" && value != "shm") detail_::bad("-t: unknown transport '" + value + "' (available: mpi, shm)");
       o.transport = value;
     } else if (flag == "--csv") o.csv = value;
     else if (flag == "--json") o.json = value;

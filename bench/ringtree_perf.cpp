@@ -14,6 +14,7 @@
 
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/mpi.hpp>
+#include <ringtree/transport/shm_mpi.hpp>
 
 #include "../tests/collective_check.hpp"
 #include "mpi_reference.hpp"
@@ -143,9 +144,8 @@ void write_plot(const std::string& png, const std::vector<row>& rows, int n) {
   if (pclose(gp) != 0) throw error("ringtree-perf", 0, "gnuplot failed to draw " + png + " (is gnuplot installed?)");
 }
 
-template <class E>
-int run(const options& o) {
-  mpi_transport t(MPI_COMM_WORLD);
+template <class E, class Transport>
+int run_on(Transport& t, const options& o) {
   communicator comm(t);
   mpi_reference mpi(MPI_COMM_WORLD);
   const int n = comm.size(), me = comm.rank();
@@ -210,6 +210,16 @@ int run(const options& o) {
     if (!o.plot.empty()) std::printf("# plot: %s\n", o.plot.c_str());
   }
   return total_wrong ? 1 : 0;
+}
+
+template <class E>
+int run(const options& o) {
+  if (o.transport == "shm") {
+    auto t = make_shm_transport(MPI_COMM_WORLD);  // MPI only starts it; the data moves through shared memory
+    return run_on<E>(t, o);
+  }
+  mpi_transport t(MPI_COMM_WORLD);
+  return run_on<E>(t, o);
 }
 
 int dispatch(const options& o) {

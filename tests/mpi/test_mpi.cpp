@@ -11,6 +11,7 @@
 
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/mpi.hpp>
+#include <ringtree/transport/shm_mpi.hpp>
 
 #include "../collective_check.hpp"
 
@@ -31,8 +32,8 @@ bool all_ranks(bool ok) {
 
 // Every rank runs every case even after a failure, so that the ranks stay
 // in step; the first failure is kept.
-template <class... Es>
-std::string run_cases(communicator<mpi_transport>& comm, const std::vector<std::size_t>& counts) {
+template <class... Es, class Comm>
+std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts) {
   std::string first;
   for (const auto& c : rt_test::all_cases(comm.size(), counts, 3)) {
     std::string f[] = {rt_test::check<Es>(comm, c)...};
@@ -72,8 +73,8 @@ template <class E> bool close(E a, E b) {
 }
 
 // ringtree against the MPI library's own collective on the same random data.
-template <class E>
-std::string differential(communicator<mpi_transport>& comm, std::size_t count, op o, algorithm a, unsigned seed) {
+template <class E, class Comm>
+std::string differential(Comm& comm, std::size_t count, op o, algorithm a, unsigned seed) {
   const int n = comm.size(), me = comm.rank();
   std::mt19937 g(seed * 131 + me);
   const std::string where = detail::cat(to_string(dtype_of<E>), " count=", count, " op=", to_string(o),
@@ -148,9 +149,10 @@ TEST_CASE("default pipeline sizes at a few MB") {
   CHECK(all_ranks(f.empty()));
 }
 
-TEST_CASE("differential: ringtree equals MPI_Allreduce, MPI_Bcast, MPI_Scatter, MPI_Reduce_scatter_block, MPI_Allgather") {
-  mpi_transport t(MPI_COMM_WORLD);
-  communicator comm(t, communicator_options{.checked = true});
+// Every collective against MPI's own on random data, for several types,
+// ops and counts (0, 1, n-1, n+1, primes, 2 MB).
+template <class Comm>
+std::string differential_sweep(Comm& comm) {
   const int n = comm.size();
   std::string f;
   unsigned seed = 1;
@@ -166,6 +168,36 @@ TEST_CASE("differential: ringtree equals MPI_Allreduce, MPI_Bcast, MPI_Scatter, 
         if (count < 5000) keep(differential<std::int64_t>(comm, count, o, a, seed));
         if (count < 5000 && o != op::prod) keep(differential<std::uint8_t>(comm, count, o, a, seed));
       }
+  return f;
+}
+
+TEST_CASE("differential: ringtree equals MPI_Allreduce, MPI_Bcast, MPI_Scatter, MPI_Reduce_scatter_block, MPI_Allgather") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t, communicator_options{.checked = true});
+  const std::string f = differential_sweep(comm);
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}
+
+TEST_CASE("shm transport bootstrapped from MPI: every collective against the reference and against MPI's own") {
+  shm_options small;
+  small.slot_bytes = 512;  // messages of many chunks, rings that fill up
+  small.slots = 4;
+  auto t = make_shm_transport(MPI_COMM_WORLD, small);
+  communicator_options opt;
+  opt.tuning.ring_chunk_bytes = 256;
+  opt.tuning.tree_chunk_bytes = 96;
+  opt.tuning.chain_chunk_bytes = 128;
+  communicator comm(t, opt);
+  const int n = comm.size();
+  std::string f = run_cases<float, std::int32_t, half, std::int64_t>(
+      comm, {0, 1, std::size_t(n > 1 ? n - 1 : 2), std::size_t(n + 1), 97, 1000});
+  CHECK_MESSAGE(f.empty(), f);
+  auto big = make_shm_transport(MPI_COMM_WORLD);  // default slots
+  communicator big_comm(big);
+  f = differential_sweep(big_comm);
+  CHECK_MESSAGE(f.empty(), f);
+  f = run_cases<float>(big_comm, {(std::size_t{3} << 20) / 4 + 5});
   CHECK_MESSAGE(f.empty(), f);
   CHECK(all_ranks(f.empty()));
 }
