@@ -364,9 +364,11 @@ class shm_transport {
         next_check = now + std::chrono::milliseconds(5);
       }
       me()->sleeping.store(1);
-      detail::futex_wait(&me()->doorbell, bell, 2'000'000);  // 2 ms, then look again
+      if (!progress() && !r.op_->complete)
+        detail::futex_wait(&me()->doorbell, bell, 2'000'000);  // 2 ms, then look again
       me()->sleeping.store(0);
     }
+    if (r.op_.use_count() == 1) spare_.push_back(std::move(r.op_));
     r.op_.reset();
   }
 
@@ -395,7 +397,13 @@ class shm_transport {
     if (peer < 0 || peer >= size_ || peer == rank_)
       throw error(recv ? "irecv" : "isend", rank_, detail::cat("peer ", peer, " is not another rank of ", size_));
     request r;
-    r.op_ = std::make_shared<op_state>();
+    if (spare_.empty()) {
+      r.op_ = std::make_shared<op_state>();
+    } else {  // no allocation per message in steady state
+      r.op_ = std::move(spare_.back());
+      spare_.pop_back();
+      *r.op_ = op_state{};
+    }
     r.peer_ = peer;
     r.recv_ = recv;
     return r;
@@ -412,10 +420,15 @@ class shm_transport {
     const std::size_t index = (static_cast<std::size_t>(from) * size_ + to) * lay_.slots + k % lay_.slots;
     return reinterpret_cast<detail::shm_chunk*>(seg_->base() + lay_.slots_at() + index * lay_.slot_stride());
   }
+  // Wake rank r if it sleeps. The common case costs one load: a waiter
+  // announces `sleeping` and then looks at its queues once more before it
+  // sleeps, and a sender publishes its data (seq_cst) before it looks at
+  // `sleeping`, so one of the two always sees the other.
   void ring(int r) const {
     auto* line = rank_line(r);
+    if (line->sleeping.load() == 0) return;
     line->doorbell.fetch_add(1);
-    if (line->sleeping.load() != 0) detail::futex_wake(&line->doorbell);
+    detail::futex_wake(&line->doorbell);
   }
 
   // Moves every posted message forward; true if anything moved.
@@ -441,7 +454,7 @@ class shm_transport {
       c->total = op.bytes;
       c->len = len;
       if (len != 0) std::memcpy(reinterpret_cast<std::byte*>(c + 1), op.send_buf + op.done, len);
-      q->tail.value.store(tail + 1, std::memory_order_release);
+      q->tail.value.store(tail + 1);  // seq_cst: see ring()
       op.done += len;
       op.started = moved = true;
       if (op.done == op.bytes) {
@@ -474,7 +487,7 @@ class shm_transport {
                                                 lay_.slot_bytes, " with ", op.bytes - op.done, " left"));
       }
       if (len != 0) std::memcpy(op.recv_buf + op.done, reinterpret_cast<const std::byte*>(c + 1), len);
-      q->head.value.store(head + 1, std::memory_order_release);
+      q->head.value.store(head + 1);  // seq_cst: see ring()
       op.done += len;
       op.started = moved = true;
       if (op.done == op.bytes) {
@@ -508,6 +521,7 @@ class shm_transport {
   detail::shm_layout lay_{};
   int rank_ = 0, size_ = 1;
   std::vector<std::deque<std::shared_ptr<op_state>>> sends_, recvs_;
+  std::vector<std::shared_ptr<op_state>> spare_;
 };
 
 }  // namespace ringtree
