@@ -150,6 +150,14 @@ int run_on(Transport& t, const options& o) {
   mpi_reference mpi(MPI_COMM_WORLD);
   const int n = comm.size(), me = comm.rank();
   if (o.root >= n) throw error("ringtree-perf", me, detail::cat("--root ", o.root, " is out of range for ", n, " ranks"));
+  {  // MPI and the transport set up connections lazily: pay for that before the first row
+    std::vector<E> a(64), b(64);
+    for (int i = 0; i < 200; ++i) {
+      invoke<E>(comm, collective::allreduce, std::span<E>(a), std::span<E>(b), 16, op::max, 0, algorithm::ring);
+      if (mpi_datatype<E>() != MPI_DATATYPE_NULL)
+        invoke<E>(mpi, collective::allreduce, std::span<E>(a), std::span<E>(b), 16, op::max, 0, algorithm::automatic);
+    }
+  }
   if (me == 0) print_header(o, n);
   std::vector<row> rows;
   long total_wrong = 0;
