@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <span>
@@ -79,6 +80,8 @@ struct alignas(64) shm_rank {
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> doorbell;
   std::atomic<std::uint32_t> sleeping;
+  std::atomic<std::uint32_t> published;  // `card` below is valid
+  alignas(64) std::byte card[128];       // what a slot policy shares (a CUDA IPC handle)
 };
 struct alignas(64) shm_counter {
   std::atomic<std::uint64_t> value;
@@ -97,9 +100,10 @@ inline std::size_t round64(std::size_t x) { return (x + 63) & ~std::size_t{63}; 
 struct shm_layout {
   int n;
   std::size_t slots, slot_bytes;
+  bool payload_in_segment = true;  // false: only chunk headers here, payloads in device memory
   std::size_t ranks_at() const { return round64(sizeof(shm_header)); }
   std::size_t queues_at() const { return ranks_at() + round64(sizeof(shm_rank) * n); }
-  std::size_t slot_stride() const { return round64(sizeof(shm_chunk) + slot_bytes); }
+  std::size_t slot_stride() const { return round64(sizeof(shm_chunk) + (payload_in_segment ? slot_bytes : 0)); }
   std::size_t slots_at() const { return queues_at() + round64(sizeof(shm_queue) * n * n); }
   std::size_t bytes() const { return slots_at() + slot_stride() * slots * n * n; }
 };
@@ -140,7 +144,8 @@ inline std::string random_shm_name() {
 // The mapped segment: creation, attachment, unlinking.
 class shm_segment {
  public:
-  shm_segment(const std::string& name, int rank, int size, const shm_options& opt) : name_(name) {
+  shm_segment(const std::string& name, int rank, int size, const shm_options& opt, bool payload_in_segment)
+      : name_(name), payload_(payload_in_segment) {
     if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos || name.size() > 200)
       throw error("shm_transport", rank, cat("segment name '", name, "' must be '/' followed by up to 200 characters without '/'"));
     if (size < 1 || rank < 0 || rank >= size)
@@ -176,7 +181,7 @@ class shm_segment {
 
  private:
   void create(int rank, int size, const shm_options& opt) {
-    shm_layout lay{size, opt.slots, opt.slot_bytes};
+    shm_layout lay{size, opt.slots, opt.slot_bytes, payload_};
     int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST && remove_if_stale()) fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0)
@@ -228,7 +233,7 @@ class shm_segment {
     }
     auto* h = hdr();
     if (h->magic != shm_magic || h->version != shm_version || h->size != size || h->bytes != bytes_ ||
-        h->slots == 0 || h->slot_bytes == 0 || shm_layout{size, h->slots, h->slot_bytes}.bytes() != bytes_)
+        h->slots == 0 || h->slot_bytes == 0 || shm_layout{size, h->slots, h->slot_bytes, payload_}.bytes() != bytes_)
       throw error("shm_transport", rank, cat(name_, " is not a ringtree segment for ", size, " ranks (it says size ",
                                              h->size, ", ", h->bytes, " bytes)"));
   }
@@ -261,14 +266,39 @@ class shm_segment {
   }
 
   std::string name_;
+  bool payload_;
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   bool creator_ = false, unlinked_ = false;
 };
 
+// Where chunk payloads live and how they are copied: host_slots keeps them
+// in the segment and copies with memcpy. A policy may instead keep them in
+// device memory (cuda_ipc.hpp); setup() then publishes this rank's card
+// (an IPC handle) and reads the others'.
+struct host_slots {
+  using memory_type = host_memory;
+  static constexpr bool payload_in_segment = true;
+  struct context {
+    int rank, size;
+    std::size_t slots, slot_bytes;
+    std::function<std::span<std::byte>(int)> card;  // rank r's card
+    std::function<void()> publish;                  // my card is written
+    std::function<void()> wait_all_published;
+  };
+  void setup(const context&) {}
+  memory_type memory() const noexcept { return {}; }
+  std::byte* payload(int /*from*/, int /*to*/, std::size_t /*index*/, std::byte* in_segment) const noexcept {
+    return in_segment;
+  }
+  void put(std::byte* slot, const std::byte* src, std::size_t len) const noexcept { std::memcpy(slot, src, len); }
+  void get(std::byte* dst, const std::byte* slot, std::size_t len) const noexcept { std::memcpy(dst, slot, len); }
+};
+
 }  // namespace detail
 
-class shm_transport {
+template <class Slots>
+class slot_transport {
   struct op_state {
     std::byte* recv_buf = nullptr;
     const std::byte* send_buf = nullptr;
@@ -277,49 +307,63 @@ class shm_transport {
   };
 
  public:
-  using memory_type = host_memory;
+  using memory_type = typename Slots::memory_type;
 
   class request {
    public:
     request() = default;
 
    private:
-    friend class shm_transport;
+    friend class slot_transport;
     std::shared_ptr<op_state> op_;
     int peer_ = -1;
     bool recv_ = false;
   };
 
   // `name`: the segment's name, the same on every rank ("/something").
-  shm_transport(const std::string& name, int rank, int size, shm_options opt = {}) : opt_(fill(opt, size)) {
-    seg_ = std::make_unique<detail::shm_segment>(name, rank, size, opt_);
+  slot_transport(const std::string& name, int rank, int size, shm_options opt = {}, Slots slots = {})
+      : opt_(fill(opt, size)), slots_(std::move(slots)) {
+    seg_ = std::make_unique<detail::shm_segment>(name, rank, size, opt_, Slots::payload_in_segment);
     rank_ = rank;
     size_ = size;
     auto* h = seg_->hdr();
-    lay_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes)};
+    lay_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes),
+                              Slots::payload_in_segment};
     me()->pid.store(getpid());
     sends_.resize(size);
     recvs_.resize(size);
-    if (rank == 0)
-      seg_->unlink_when_all_attached(rank, size, std::chrono::steady_clock::now() +
-                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout));
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+    slots_.setup(typename Slots::context{
+        rank, size, lay_.slots, lay_.slot_bytes,
+        [this](int r) { return std::span<std::byte>(rank_line(r)->card); },
+        [this] { me()->published.store(1); },
+        [this, deadline] {
+          for (int r = 0; r < size_; ++r)
+            while (rank_line(r)->published.load() == 0) {
+              if (std::chrono::steady_clock::now() > deadline)
+                throw timeout_error("shm_transport", rank_, r, detail::cat("rank ", r, " did not publish its slots in time (RINGTREE_TIMEOUT)"));
+              std::this_thread::sleep_for(std::chrono::microseconds(100));
+            }
+        }});
+    if (rank == 0) seg_->unlink_when_all_attached(rank, size, deadline);
   }
 
   // Without MPI: the name from RINGTREE_SHM_NAME, rank and size from
   // RINGTREE_RANK / RINGTREE_SIZE (or Open MPI's or PMI's variables), so any
   // launcher can start the processes.
-  static shm_transport from_env(shm_options opt = {}) {
+  static slot_transport from_env(shm_options opt = {}) {
     const char* name = std::getenv("RINGTREE_SHM_NAME");
     if (name == nullptr || *name == '\0')
       throw error("shm_transport", -1, "RINGTREE_SHM_NAME is not set (a name like /ringtree-job42, the same on every rank)");
     const int rank = env_int({"RINGTREE_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, "rank");
     const int size = env_int({"RINGTREE_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, "size");
-    return shm_transport(name, rank, size, opt);
+    return slot_transport(name, rank, size, opt);
   }
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
-  host_memory memory() const noexcept { return {}; }
+  memory_type memory() const noexcept { return slots_.memory(); }
   const std::string& segment_name() const noexcept { return seg_->name(); }
   std::size_t slot_bytes() const noexcept { return lay_.slot_bytes; }
 
@@ -420,6 +464,9 @@ class shm_transport {
     const std::size_t index = (static_cast<std::size_t>(from) * size_ + to) * lay_.slots + k % lay_.slots;
     return reinterpret_cast<detail::shm_chunk*>(seg_->base() + lay_.slots_at() + index * lay_.slot_stride());
   }
+  std::byte* payload(int from, int to, std::uint64_t k) const {
+    return slots_.payload(from, to, k % lay_.slots, reinterpret_cast<std::byte*>(slot(from, to, k) + 1));
+  }
   // Wake rank r if it sleeps. The common case costs one load: a waiter
   // announces `sleeping` and then looks at its queues once more before it
   // sleeps, and a sender publishes its data (seq_cst) before it looks at
@@ -453,7 +500,7 @@ class shm_transport {
       auto* c = slot(rank_, to, tail);
       c->total = op.bytes;
       c->len = len;
-      if (len != 0) std::memcpy(reinterpret_cast<std::byte*>(c + 1), op.send_buf + op.done, len);
+      if (len != 0) slots_.put(payload(rank_, to, tail), op.send_buf + op.done, len);
       q->tail.value.store(tail + 1);  // seq_cst: see ring()
       op.done += len;
       op.started = moved = true;
@@ -486,7 +533,7 @@ class shm_transport {
         throw error("recv", rank_, detail::cat("corrupt chunk from rank ", from, ": ", len, " bytes in a slot of ",
                                                 lay_.slot_bytes, " with ", op.bytes - op.done, " left"));
       }
-      if (len != 0) std::memcpy(op.recv_buf + op.done, reinterpret_cast<const std::byte*>(c + 1), len);
+      if (len != 0) slots_.get(op.recv_buf + op.done, payload(from, rank_, head), len);
       q->head.value.store(head + 1);  // seq_cst: see ring()
       op.done += len;
       op.started = moved = true;
@@ -517,11 +564,15 @@ class shm_transport {
   }
 
   shm_options opt_;
+  Slots slots_;
   std::unique_ptr<detail::shm_segment> seg_;
   detail::shm_layout lay_{};
   int rank_ = 0, size_ = 1;
   std::vector<std::deque<std::shared_ptr<op_state>>> sends_, recvs_;
   std::vector<std::shared_ptr<op_state>> spare_;
 };
+
+// Processes on one host, payloads in the shared segment.
+using shm_transport = slot_transport<detail::host_slots>;
 
 }  // namespace ringtree
