@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -236,4 +237,35 @@ TEST_CASE("shm: bad bootstrap values raise clear errors") {
   unsetenv("RINGTREE_SIZE");
   CHECK_THROWS_WITH_AS(shm_transport("no-slash", 0, 1), doctest::Contains("must be '/' followed by"), error);
   CHECK_THROWS_WITH_AS(shm_transport("/ringtree-y", 3, 2), doctest::Contains("rank 3 and size 2 do not fit"), error);
+}
+
+namespace {
+// A slot policy that, like the CUDA one, publishes a card (here: a number
+// standing for an IPC handle) and reads every other rank's before use.
+struct card_slots : detail::host_slots {
+  void setup(const context& c) {
+    const std::int64_t mine = 1000 + c.rank;
+    std::memcpy(c.card(c.rank).data(), &mine, sizeof mine);
+    c.publish();
+    c.wait_all_published();
+    for (int r = 0; r < c.size; ++r) {
+      std::int64_t theirs = 0;
+      std::memcpy(&theirs, c.card(r).data(), sizeof theirs);
+      if (theirs != 1000 + r) throw error("card_slots", c.rank, detail::cat("rank ", r, "'s card says ", theirs));
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("shm: slot policies exchange their cards (the CUDA IPC handle path) before the first message") {
+  const std::string name = unique_name("card");
+  auto res = run_processes(4, [&](int rank, FILE* out) {
+    slot_transport<card_slots> t(name, rank, 4, shm_options{.timeout = 10s});
+    communicator comm(t);
+    std::vector<int> v(100, rank);
+    comm.allreduce(std::span<int>(v));
+    std::fprintf(out, "%d", v[99]);
+    return v[99] == 6 ? 0 : 1;
+  });
+  for (auto& o : res) CHECK_MESSAGE(exited_ok(o), o.text);
 }

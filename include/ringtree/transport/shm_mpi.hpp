@@ -10,7 +10,9 @@
 
 namespace ringtree {
 
-inline shm_transport make_shm_transport(MPI_Comm comm, shm_options opt = {}) {
+// A fresh segment name shared by the ranks of `comm`, which must all be on
+// this host: rank 0 draws it, MPI broadcasts it.
+inline std::string shared_segment_name(MPI_Comm comm) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -27,7 +29,14 @@ inline shm_transport make_shm_transport(MPI_Comm comm, shm_options opt = {}) {
   char name[64] = {};
   if (rank == 0) std::snprintf(name, sizeof name, "%s", detail::random_shm_name().c_str());
   MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
-  return shm_transport(name, rank, size, opt);
+  return name;
+}
+
+inline shm_transport make_shm_transport(MPI_Comm comm, shm_options opt = {}) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return shm_transport(shared_segment_name(comm), rank, size, opt);
 }
 
 }  // namespace ringtree
