@@ -269,3 +269,26 @@ TEST_CASE("shm: slot policies exchange their cards (the CUDA IPC handle path) be
   });
   for (auto& o : res) CHECK_MESSAGE(exited_ok(o), o.text);
 }
+
+TEST_CASE("shm: a message of another length than the receiver posted is refused, not copied") {
+  const std::string name = unique_name("len");
+  auto res = run_processes(2, [&](int rank, FILE* out) {
+    shm_transport t(name, rank, 2, shm_options{.timeout = 3s});
+    std::vector<std::byte> buf(rank == 0 ? 100 : 60);
+    try {
+      if (rank == 0) {
+        auto s = t.isend(1, buf);
+        t.wait(s);
+      } else {
+        auto r = t.irecv(0, buf);
+        t.wait(r);
+      }
+    } catch (const error& e) {
+      std::fprintf(out, "%s", e.what());
+      return 7;
+    }
+    return 0;
+  });
+  CHECK_MESSAGE(WEXITSTATUS(res[1].status) == 7, res[1].text);
+  CHECK(has(res[1].text, "rank 0 sent a message of 100 bytes to rank 1, which expected 60"));
+}
