@@ -180,9 +180,9 @@ int run_on(Transport& t, const options& o) {
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
         if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a)) continue;
         std::string label = name;
-        if (a == algorithm::automatic && !is_mpi) {
-          const bool per_block = c == collective::scatter || c == collective::gather;
-          label += ":" + std::string(to_string(detail::choose(c, (per_block ? m : m * (c == collective::reduce_scatter || c == collective::allgather ? n : 1)) * sizeof(E), n)));
+        if (a == algorithm::automatic && !is_mpi) {  // the bytes the communicator gives the rule: its `in`
+          const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);
+          label += ":" + std::string(to_string(detail::choose(c, in_bytes, n)));
         }
         const rt_test::case_desc cd{c, a, o.redop, m, o.root, 1};
         double us;

@@ -303,7 +303,7 @@ class slot_transport {
     std::byte* recv_buf = nullptr;
     const std::byte* send_buf = nullptr;
     std::size_t bytes = 0, done = 0;
-    bool started = false, complete = false;
+    bool complete = false;
   };
 
  public:
@@ -503,7 +503,7 @@ class slot_transport {
       if (len != 0) slots_.put(payload(rank_, to, tail), op.send_buf + op.done, len);
       q->tail.value.store(tail + 1);  // seq_cst: see ring()
       op.done += len;
-      op.started = moved = true;
+      moved = true;
       if (op.done == op.bytes) {
         op.complete = true;
         sends_[to].pop_front();
@@ -536,7 +536,7 @@ class slot_transport {
       if (len != 0) slots_.get(op.recv_buf + op.done, payload(from, rank_, head), len);
       q->head.value.store(head + 1);  // seq_cst: see ring()
       op.done += len;
-      op.started = moved = true;
+      moved = true;
       if (op.done == op.bytes) {
         op.complete = true;
         recvs_[from].pop_front();
