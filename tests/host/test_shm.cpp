@@ -202,13 +202,16 @@ TEST_CASE("shm: the segment is created 0600 and another user cannot open it") {
   auto res = run_processes(2, [&](int rank, FILE* out) {
     if (rank == 0) {
       try {
-        shm_transport t(name, 0, 2, shm_options{.timeout = 3s});
+        shm_transport t(name, 0, 2, shm_options{.timeout = 4s});
       } catch (const error&) {
       }
       return 0;
     }
-    std::this_thread::sleep_for(300ms);  // let rank 0 create it
-    const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    int fd = -1;  // wait for rank 0 to create it (a loaded machine may take a while)
+    for (int i = 0; i < 300 && fd < 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+      fd = shm_open(name.c_str(), O_RDONLY, 0);
+    }
     struct stat st {};
     if (fd < 0 || fstat(fd, &st) != 0) { std::fprintf(out, "segment not found"); return 4; }
     close(fd);
