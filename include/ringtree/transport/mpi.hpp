@@ -142,6 +142,12 @@ class mpi_transport {
     detail::check_thread_level(provided, required, feature, rank_);
   }
 
+  // Collectives on a background thread (grad_sync) while the program's own
+  // thread makes no MPI calls: MPI_THREAD_SERIALIZED.
+  void require_background_thread(const std::string& feature) const {
+    require_thread_level(MPI_THREAD_SERIALIZED, feature);
+  }
+
   request isend(int peer, std::span<const std::byte> data) {
     request r = start(peer, false, data.size());
     for_pieces(data.size(), [&](std::size_t i, std::size_t off, int len) {

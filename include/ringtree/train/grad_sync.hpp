@@ -1,0 +1,300 @@
+#pragma once
+// grad_sync: data-parallel gradient averaging for C++ trainers, what
+// PyTorch's DistributedDataParallel does, over any ringtree communicator.
+//
+// Gradients are packed into buckets in reverse parameter order (the order
+// backward produces them), at most `bucket_bytes` each; the first-registered
+// parameters, which backward reaches last, get a small bucket of about
+// `last_bucket_bytes`, because nothing can hide the communication of the
+// bucket that is ready last. As backward finishes gradient i, the trainer
+// calls mark_ready(i); once every gradient of the next bucket is ready, a
+// background thread all-reduces it while backward goes on. Buckets run in
+// the same order on every rank whatever the order of mark_ready calls, so
+// the ranks' collectives always match. synchronize() waits for all of them
+// and leaves the mean (or the sum) in every gradient.
+//
+// While a step is in flight the communicator belongs to grad_sync's thread:
+// make no other call on it between the first mark_ready and synchronize.
+// Over MPI this needs MPI_THREAD_SERIALIZED (checked at construction).
+#include <algorithm>
+#include <condition_variable>
+#include <climits>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/communicator.hpp>
+
+namespace ringtree {
+
+struct grad_sync_options {
+  std::size_t bucket_bytes = std::size_t{25} << 20;
+  std::size_t last_bucket_bytes = std::size_t{1} << 20;
+  bool average = true;                      // false: leave the sum
+  bool missing_as_zero = false;             // a gradient never marked ready counts as zero instead of raising
+  enum class wire { full, half, bfloat16 } compression = wire::full;  // float gradients only
+  algorithm algo = algorithm::automatic;
+};
+
+template <class Comm, class E>
+class grad_sync {
+ public:
+  // Gradients live in the caller's buffers; each bucket copies them in and out.
+  grad_sync(Comm& comm, std::vector<std::span<E>> grads, grad_sync_options opt = {})
+      : comm_(&comm), opt_(opt), grads_(std::move(grads)) {
+    start();
+  }
+  // Gradients live inside the bucket storage (views): no copy is made.
+  // gradient(i) is where the trainer writes gradient i.
+  grad_sync(Comm& comm, const std::vector<std::size_t>& sizes, grad_sync_options opt = {})
+      : comm_(&comm), opt_(opt) {
+    views_ = true;
+    for (auto s : sizes) grads_.emplace_back(static_cast<E*>(nullptr), s);
+    start();
+  }
+  grad_sync(const grad_sync&) = delete;
+  ~grad_sync() {
+    {
+      std::lock_guard lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  std::size_t size() const noexcept { return grads_.size(); }
+  std::size_t buckets() const noexcept { return buckets_.size(); }
+  std::span<E> gradient(std::size_t i) const { return grads_.at(i); }
+
+  // Gradient i is final for this step.
+  void mark_ready(std::size_t i) {
+    if (i >= grads_.size())
+      throw error("grad_sync::mark_ready", comm_->rank(), detail::cat("index ", i, " is out of range for ", grads_.size(), " gradients"));
+    if (accumulating_) return;
+    std::lock_guard lk(m_);
+    if (ready_[i]) return;
+    ready_[i] = true;
+    if (--pending_[bucket_of_[i]] == 0) cv_.notify_all();
+  }
+
+  // Waits until every gradient holds the mean (or sum) over ranks.
+  void synchronize() {
+    if (accumulating_) return;
+    std::int64_t missing = -1;
+    {
+      std::unique_lock lk(m_);
+      for (std::size_t i = 0; i < grads_.size() && missing < 0; ++i)
+        if (!ready_[i]) missing = static_cast<std::int64_t>(i);
+      if (missing >= 0) {  // run the step anyway (zeros), so that no rank is left waiting
+        for (std::size_t i = 0; i < grads_.size(); ++i)
+          if (!ready_[i]) {
+            std::fill(grads_[i].begin(), grads_[i].end(), E{});
+            ready_[i] = true;
+            --pending_[bucket_of_[i]];
+          }
+        cv_.notify_all();
+      }
+      cv_.wait(lk, [&] { return done_ == buckets_.size() || failure_; });
+    }
+    if (failure_) reset_step();
+    rethrow_failure();
+    if (!opt_.missing_as_zero) {
+      // Every rank learns whether any rank missed a gradient: one small
+      // all-reduce of (index * ranks + rank), the smallest index winning.
+      const std::int64_t n = comm_->size();
+      std::int64_t key = missing < 0 ? INT64_MAX : missing * n + comm_->rank();
+      comm_->allreduce(std::span<std::int64_t>(&key, 1), op::min);
+      if (key != INT64_MAX) {
+        reset_step();
+        throw error("grad_sync::synchronize", comm_->rank(),
+                    detail::cat("gradient ", key / n, " was never marked ready (on rank ", key % n,
+                                "); set missing_as_zero to let unused parameters count as zero"));
+      }
+    }
+    reset_step();
+  }
+
+  // Gradient accumulation: while on, mark_ready and synchronize do nothing,
+  // so several backward passes add into the gradients locally.
+  void set_accumulating(bool on) noexcept { accumulating_ = on; }
+  struct no_sync_guard {
+    grad_sync* s;
+    ~no_sync_guard() { s->set_accumulating(false); }
+  };
+  [[nodiscard]] no_sync_guard no_sync() noexcept {
+    set_accumulating(true);
+    return {this};
+  }
+
+  // Makes every replica start from root's parameters.
+  void broadcast_parameters(const std::vector<std::span<E>>& params, int root) {
+    for (auto p : params) comm_->broadcast(p, root);
+  }
+
+ private:
+  struct bucket {
+    std::size_t first, last;  // gradients [first, last) in parameter order
+    std::size_t elems;
+    std::vector<E> storage;   // the packed gradients (or their views)
+  };
+
+  void start() {
+    const int rank = comm_->rank();
+    check_same_layout();
+    if constexpr (requires { comm_->transport().require_background_thread(std::string()); })
+      comm_->transport().require_background_thread("grad_sync");
+    // Buckets from the first parameters (the small last bucket), then up to
+    // bucket_bytes each; run in reverse: the last parameters first.
+    std::vector<bucket> from_front;
+    std::size_t i = 0;
+    auto take = [&](std::size_t cap) {
+      bucket b{i, i, 0, {}};
+      while (i < grads_.size() && (b.last == b.first || (b.elems + grads_[i].size()) * sizeof(E) <= cap))
+        b.elems += grads_[i++].size(), ++b.last;
+      from_front.push_back(std::move(b));
+    };
+    if (!grads_.empty()) take(opt_.last_bucket_bytes);
+    while (i < grads_.size()) take(opt_.bucket_bytes);
+    buckets_.assign(std::make_move_iterator(from_front.rbegin()), std::make_move_iterator(from_front.rend()));
+    bucket_of_.resize(grads_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      buckets_[b].storage.assign(buckets_[b].elems, E{});
+      std::size_t off = 0;
+      for (std::size_t g = buckets_[b].first; g < buckets_[b].last; ++g) {
+        bucket_of_[g] = b;
+        if (views_) grads_[g] = std::span<E>(buckets_[b].storage).subspan(off, grads_[g].size());
+        off += grads_[g].size();
+      }
+    }
+    if (opt_.compression != grad_sync_options::wire::full && !std::is_same_v<E, float>)
+      throw error("grad_sync", rank, "16-bit compression on the wire is for float gradients");
+    reset_step();
+    worker_ = std::thread([this] { run(); });
+  }
+
+  // All ranks must register the same gradients; say which index differs.
+  void check_same_layout() {
+    const int n = comm_->size(), rank = comm_->rank();
+    std::vector<std::uint64_t> counts(n);
+    const std::uint64_t mine = grads_.size();
+    comm_->allgather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(counts));
+    for (int r = 0; r < n; ++r)
+      if (counts[r] != counts[0])
+        throw error("grad_sync", rank, detail::cat("ranks register different numbers of gradients: rank 0 has ", counts[0],
+                                                   ", rank ", r, " has ", counts[r]));
+    std::vector<std::uint64_t> sizes(grads_.size()), all(grads_.size() * n);
+    for (std::size_t g = 0; g < grads_.size(); ++g) sizes[g] = grads_[g].size();
+    comm_->allgather(std::span<const std::uint64_t>(sizes), std::span<std::uint64_t>(all));
+    for (std::size_t g = 0; g < grads_.size(); ++g) {
+      std::string differ;
+      for (int r = 1; r < n; ++r)
+        if (all[r * grads_.size() + g] != all[g]) differ += detail::cat(differ.empty() ? "" : ", ", r, " (", all[r * grads_.size() + g], ")");
+      if (!differ.empty())
+        throw error("grad_sync", rank, detail::cat("gradient ", g, " has ", all[g], " elements on rank 0 but other sizes on ranks ", differ));
+    }
+  }
+
+  void reset_step() {
+    std::lock_guard lk(m_);
+    ready_.assign(grads_.size(), false);
+    pending_.assign(buckets_.size(), 0);
+    for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].last - buckets_[b].first;
+    done_ = 0;
+  }
+
+  void rethrow_failure() {
+    std::lock_guard lk(m_);
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  }
+
+  // The communication thread: bucket after bucket, in a fixed order.
+  void run() {
+    while (true) {
+      std::size_t next;
+      {
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return stop_ || (done_ < buckets_.size() && pending_[done_] == 0); });
+        if (stop_) return;
+        next = done_;
+      }
+      try {
+        bool failed;
+        {
+          std::lock_guard lk(m_);
+          failed = failure_ != nullptr;
+        }
+        if (!failed) reduce(buckets_[next]);  // after a failure the step is lost: do not wait on peers again
+      } catch (...) {
+        std::lock_guard lk(m_);
+        if (!failure_) failure_ = std::current_exception();
+      }
+      {
+        std::lock_guard lk(m_);
+        ++done_;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  void reduce(bucket& b) {
+    std::span<E> flat(b.storage);
+    if (!views_) {
+      std::size_t off = 0;
+      for (std::size_t g = b.first; g < b.last; ++g) {
+        std::copy(grads_[g].begin(), grads_[g].end(), flat.begin() + off);
+        off += grads_[g].size();
+      }
+    }
+    const op o = opt_.average ? op::avg : op::sum;
+    if constexpr (std::is_same_v<E, float>) {
+      if (opt_.compression == grad_sync_options::wire::half) reduce_as<half>(flat, o);
+      else if (opt_.compression == grad_sync_options::wire::bfloat16) reduce_as<bfloat16>(flat, o);
+      else comm_->allreduce(flat, o, opt_.algo);
+    } else {
+      comm_->allreduce(flat, o, opt_.algo);
+    }
+    if (!views_) {
+      std::size_t off = 0;
+      for (std::size_t g = b.first; g < b.last; ++g) {
+        std::copy(flat.begin() + off, flat.begin() + off + grads_[g].size(), grads_[g].begin());
+        off += grads_[g].size();
+      }
+    }
+  }
+
+  // 16-bit on the wire: half the bytes, each combine rounded to 16 bits.
+  template <class W>
+  void reduce_as(std::span<float> flat, op o) {
+    std::vector<W> wire(flat.size());
+    for (std::size_t i = 0; i < flat.size(); ++i) wire[i] = W(flat[i]);
+    comm_->allreduce(std::span<W>(wire), op::sum, opt_.algo);
+    const float scale = o == op::avg ? 1.0f / comm_->size() : 1.0f;
+    for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<float>(wire[i]) * scale;
+  }
+
+  Comm* comm_;
+  grad_sync_options opt_;
+  std::vector<std::span<E>> grads_;
+  bool views_ = false;
+  bool accumulating_ = false;
+  std::vector<bucket> buckets_;
+  std::vector<std::size_t> bucket_of_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<bool> ready_;
+  std::vector<std::size_t> pending_;
+  std::size_t done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr failure_;
+  std::thread worker_;
+};
+
+template <class Comm, class E>
+grad_sync(Comm&, std::vector<std::span<E>>, grad_sync_options = {}) -> grad_sync<Comm, E>;
+
+}  // namespace ringtree
