@@ -302,3 +302,29 @@ TEST_CASE("thread levels: a feature that needs more than MPI provides gets a cle
   MPI_Query_thread(&provided);
   if (provided >= MPI_THREAD_SERIALIZED) CHECK_NOTHROW(t.require_thread_level(MPI_THREAD_SERIALIZED, "grad_sync"));
 }
+
+#include <ringtree/train/grad_sync.hpp>
+
+TEST_CASE("grad_sync over MPI: replicas stay bitwise equal and equal the mean gradient") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t);
+  const int n = comm.size(), me = comm.rank();
+  std::vector<std::vector<float>> grads = {std::vector<float>(3000), std::vector<float>(17), std::vector<float>(5000),
+                                           std::vector<float>(1)};
+  std::vector<std::span<float>> spans(grads.begin(), grads.end());
+  grad_sync sync(comm, spans, grad_sync_options{.bucket_bytes = 16'000, .last_bucket_bytes = 4'000});
+  std::string f;
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t g = 0; g < grads.size(); ++g)
+      for (std::size_t i = 0; i < grads[g].size(); ++i) grads[g][i] = float((me + 1) * (step + 1)) + float(i % 7);
+    for (std::size_t g = grads.size(); g-- > 0;) sync.mark_ready(g);
+    sync.synchronize();
+    const float mean_rank = float(n + 1) / 2 * (step + 1);
+    for (std::size_t g = 0; g < grads.size(); ++g)
+      for (std::size_t i = 0; i < grads[g].size(); ++i)
+        if (std::abs(grads[g][i] - (mean_rank + float(i % 7))) > 1e-4f && f.empty())
+          f = detail::cat("step ", step, " gradient ", g, "[", i, "] = ", grads[g][i]);
+  }
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}
