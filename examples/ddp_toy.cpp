@@ -32,13 +32,8 @@ int main(int argc, char** argv) {
     ringtree::communicator comm(t);
     const int rank = comm.rank();
     tiny::mlp model(10, 10, 5, 42 + rank);  // replicas start apart ...
-    const std::size_t w1 = 100, b1 = 10, w2 = 50, b2 = 5;
-    auto cut = [&](std::vector<float>& v) {
-      std::span<float> s(v);
-      return std::vector<std::span<float>>{s.subspan(0, w1), s.subspan(w1, b1), s.subspan(w1 + b1, w2), s.subspan(w1 + b1 + w2, b2)};
-    };
-    ringtree::grad_sync sync(comm, cut(model.grads));
-    sync.broadcast_parameters(cut(model.params), 0);  // ... and are made equal
+    ringtree::grad_sync sync(comm, model.tensors(model.grads));
+    sync.broadcast_parameters(model.tensors(model.params), 0);  // ... and are made equal
     std::mt19937 data(1000 + rank);
     std::vector<float> x, y, lo, hi;
     for (int step = 0; step < steps; ++step) {

@@ -22,6 +22,13 @@ struct mlp {
     std::uniform_real_distribution<float> u(-0.3f, 0.3f);
     for (auto& p : params) p = u(g);
   }
+  // `flat` (params or grads) cut per parameter tensor, in parameter order:
+  // what grad_sync and broadcast_parameters take.
+  std::vector<std::span<float>> tensors(std::vector<float>& flat) const {
+    const std::size_t w1 = std::size_t(hidden) * in, b1 = hidden, w2 = std::size_t(out) * hidden, b2 = out;
+    std::span<float> f(flat);
+    return {f.subspan(0, w1), f.subspan(w1, b1), f.subspan(w1 + b1, w2), f.subspan(w1 + b1 + w2, b2)};
+  }
   float* w1() { return params.data(); }
   float* b1() { return w1() + std::size_t(hidden) * in; }
   float* w2() { return b1() + hidden; }

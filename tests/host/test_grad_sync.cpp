@@ -9,60 +9,14 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/train/grad_sync.hpp>
 
-#include "../../examples/tiny_mlp.hpp"
 
 using namespace ringtree;
 
+#include "../train_check.hpp"
+
+using namespace rt_train;
+
 namespace {
-
-// The model's gradient buffer cut per parameter tensor, in parameter order.
-std::vector<std::span<float>> layers(tiny::mlp& m) {
-  const std::size_t w1 = std::size_t(m.hidden) * m.in, b1 = m.hidden, w2 = std::size_t(m.out) * m.hidden, b2 = m.out;
-  std::span<float> g(m.grads);
-  return {g.subspan(0, w1), g.subspan(w1, b1), g.subspan(w1 + b1, w2), g.subspan(w1 + b1 + w2, b2)};
-}
-std::vector<std::span<float>> param_layers(tiny::mlp& m) {
-  const std::size_t w1 = std::size_t(m.hidden) * m.in, b1 = m.hidden, w2 = std::size_t(m.out) * m.hidden, b2 = m.out;
-  std::span<float> p(m.params);
-  return {p.subspan(0, w1), p.subspan(w1, b1), p.subspan(w1 + b1, w2), p.subspan(w1 + b1 + w2, b2)};
-}
-
-constexpr int global_batch = 24, steps = 5;
-
-// The whole batch on one model: what data parallelism must reproduce.
-std::vector<float> train_alone() {
-  tiny::mlp m(10, 10, 5, 1);
-  std::mt19937 g(99);
-  std::vector<float> x, y;
-  for (int s = 0; s < steps; ++s) {
-    tiny::random_batch(g, global_batch, 10, 5, x, y);
-    m.accumulate_gradients(x, y, global_batch);
-    m.sgd_step(0.1f);
-  }
-  return m.params;
-}
-
-// Rank r trains on its share of the same batches, gradients averaged by grad_sync.
-template <class Comm>
-std::vector<float> train_parallel(Comm& comm, grad_sync_options opt, bool shuffle_ready) {
-  const int n = comm.size(), r = comm.rank(), share = global_batch / n;
-  tiny::mlp m(10, 10, 5, 1 + 1000 * r);  // different start on each rank (rank 0 as the reference)...
-  grad_sync sync(comm, layers(m), opt);
-  sync.broadcast_parameters(param_layers(m), 0);  // ...made equal
-  std::mt19937 g(99), order(r);
-  std::vector<float> x, y;
-  for (int s = 0; s < steps; ++s) {
-    tiny::random_batch(g, global_batch, 10, 5, x, y);
-    std::span<const float> xs(x), ys(y);
-    m.accumulate_gradients(xs.subspan(r * share * 10, share * 10), ys.subspan(r * share * 5, share * 5), share);
-    std::vector<std::size_t> idx = {3, 2, 1, 0};  // backward: last layer first
-    if (shuffle_ready) std::shuffle(idx.begin(), idx.end(), order);
-    for (auto i : idx) sync.mark_ready(i);
-    sync.synchronize();
-    m.sgd_step(0.1f);
-  }
-  return m.params;
-}
 
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
   REQUIRE(a.size() == b.size());

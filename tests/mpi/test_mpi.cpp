@@ -328,3 +328,18 @@ TEST_CASE("grad_sync over MPI: replicas stay bitwise equal and equal the mean gr
   CHECK_MESSAGE(f.empty(), f);
   CHECK(all_ranks(f.empty()));
 }
+
+#include "../train_check.hpp"
+
+TEST_CASE("grad_sync over MPI: data-parallel training equals one rank on the whole batch") {
+  const int n = world_size();
+  if (24 % n != 0) return;
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t);
+  const auto parallel = rt_train::train_parallel(comm, grad_sync_options{.bucket_bytes = 200, .last_bucket_bytes = 100}, true);
+  const auto alone = rt_train::train_alone();
+  bool ok = parallel.size() == alone.size();
+  for (std::size_t i = 0; ok && i < alone.size(); ++i) ok = std::abs(parallel[i] - alone[i]) <= 1e-5f * (1 + std::abs(alone[i]));
+  CHECK(ok);
+  CHECK(all_ranks(ok));
+}
