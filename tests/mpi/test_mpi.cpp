@@ -343,3 +343,15 @@ TEST_CASE("grad_sync over MPI: data-parallel training equals one rank on the who
   CHECK(ok);
   CHECK(all_ranks(ok));
 }
+
+#include "../pipeline_check.hpp"
+
+TEST_CASE("pipeline over MPI: one stage per rank, GPipe and 1F1B equal the sequential run") {
+  mpi_transport t(MPI_COMM_WORLD);
+  std::string f;
+  for (int m : {1, 4, 7})
+    for (auto kind : {pipeline_schedule::gpipe, pipeline_schedule::one_f_one_b})
+      if (auto x = rt_pipe::check(t, kind, m); f.empty()) f = x;
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}
