@@ -9,7 +9,9 @@
 // algorithm, and whether their arguments were valid); a mismatch raises on
 // every rank, naming the ranks that differ, instead of hanging or
 // corrupting memory. It costs one small all-gather per call.
+#include <algorithm>
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -37,6 +39,9 @@ template <transport Transport>
 class communicator {
  public:
   explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(opt) {}
+  // A communicator that owns its transport (what split returns).
+  explicit communicator(std::unique_ptr<Transport> t, communicator_options opt = {})
+      : owned_(std::move(t)), t_(owned_.get()), opt_(opt) {}
 
   int rank() const noexcept { return t_->rank(); }
   int size() const noexcept { return t_->size(); }
@@ -164,6 +169,26 @@ class communicator {
     dissemination::barrier(*t_);
   }
 
+  // Sub-communicators, like MPI_Comm_split: every rank calls it; ranks with
+  // the same color form a new communicator, ordered by key (then by rank
+  // here), with channels of their own, so its messages never mix with this
+  // one's. Pipeline stages and data-parallel replicas at once, for example.
+  auto split(int color, int key) {
+    if (color < 0) throw error("split", rank(), detail::cat("color must be >= 0, got ", color));
+    const int n = size();
+    std::vector<std::int64_t> all(2 * n);
+    const std::int64_t mine[2] = {color, key};
+    allgather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+    std::vector<int> members;
+    for (int r = 0; r < n; ++r)
+      if (all[2 * r] == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+    const int index = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+    auto part = t_->split(color, key, std::span<const int>(members), index);
+    using sub_transport = typename decltype(part)::element_type;
+    return communicator<sub_transport>(std::move(part), opt_);
+  }
+
  private:
   // One collective call: what was asked, the algorithm picked, and the
   // first problem found with the arguments.
@@ -264,6 +289,7 @@ class communicator {
     if (o == op::avg) memory().average(data, size());
   }
 
+  std::shared_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
   communicator_options opt_;
 };

@@ -355,3 +355,30 @@ TEST_CASE("pipeline over MPI: one stage per rank, GPipe and 1F1B equal the seque
   CHECK_MESSAGE(f.empty(), f);
   CHECK(all_ranks(f.empty()));
 }
+
+// Even and odd ranks, each half summing on its own, over `comm`'s transport.
+template <class Comm>
+std::string split_check(Comm& comm) {
+  const int n = comm.size(), me = comm.rank();
+  auto half = comm.split(me % 2, me);
+  std::vector<std::int64_t> v(9, me);
+  half.allreduce(std::span<long>(v));
+  std::int64_t want = 0;
+  for (int r = me % 2; r < n; r += 2) want += r;
+  if (v[8] != want) return detail::cat("rank ", me, ": half sum ", v[8], " expected ", want);
+  if (half.size() != (n + 1 - me % 2) / 2 || half.rank() != me / 2) return "split size or rank wrong";
+  std::vector<int> w(3, 1);
+  comm.allreduce(std::span<int>(w));  // the parent still works
+  return w[0] == n ? std::string() : std::string("parent allreduce after split wrong");
+}
+
+TEST_CASE("split over MPI and over shared memory") {
+  mpi_transport t(MPI_COMM_WORLD);
+  communicator comm(t);
+  std::string f = split_check(comm);
+  auto s = make_shm_transport(MPI_COMM_WORLD);
+  communicator shm_comm(s);
+  if (f.empty()) f = split_check(shm_comm);
+  CHECK_MESSAGE(f.empty(), f);
+  CHECK(all_ranks(f.empty()));
+}

@@ -181,6 +181,7 @@ class cuda_slots {
     }
     s.rank = c.rank;
   }
+  cuda_slots for_split(int new_rank) const { return cuda_slots(st_->mem.stream, new_rank); }
   memory_type memory() const noexcept { return st_->mem; }
   std::byte* payload(int from, int to, std::size_t index, std::byte*) const noexcept {
     auto& s = *st_;

@@ -44,6 +44,17 @@ struct local_channel {
   std::map<std::uint64_t, std::shared_ptr<local_message>> inbox;
 };
 
+// One communicator's channels: the world's, or a split's.
+struct local_context {
+  explicit local_context(std::vector<int> world_ranks)
+      : size(static_cast<int>(world_ranks.size())), world_rank(std::move(world_ranks)),
+        channels(static_cast<std::size_t>(size) * size) {}
+  int size;
+  std::vector<int> world_rank;  // rank in this context -> rank in the world
+  std::vector<local_channel> channels;
+  local_channel& channel(int from, int to) { return channels[static_cast<std::size_t>(from) * size + to]; }
+};
+
 }  // namespace detail
 
 class local_transport {
@@ -93,10 +104,17 @@ class local_transport {
   request irecv(int peer, std::span<std::byte> data);
   void wait(request& r);
 
+  // A transport over a subset of this one's ranks with channels of its
+  // own (communicator::split calls it on every rank; `members` are this
+  // transport's ranks in the new order, `index` this rank's place).
+  std::unique_ptr<local_transport> split(int color, int key, std::span<const int> members, int index);
+
  private:
   friend class local_world;
-  local_transport(local_world& w, int rank) : world_(&w), rank_(rank) {}
+  local_transport(local_world& w, std::shared_ptr<detail::local_context> ctx, int rank)
+      : world_(&w), ctx_(std::move(ctx)), rank_(rank) {}
   local_world* world_;
+  std::shared_ptr<detail::local_context> ctx_;
   int rank_;
 };
 
@@ -112,7 +130,10 @@ class local_world {
   // them; rethrows the first error raised on any rank.
   template <class F>
   void run(F&& per_rank) {
-    channels_ = std::vector<detail::local_channel>(static_cast<std::size_t>(size_) * size_);
+    std::vector<int> all(size_);
+    for (int r = 0; r < size_; ++r) all[r] = r;
+    contexts_.clear();
+    contexts_.push_back(std::make_shared<detail::local_context>(all));
     state_ = std::vector<std::atomic<int>>(size_);
     failed_ = -1;
     std::exception_ptr first;
@@ -121,7 +142,7 @@ class local_world {
     threads.reserve(size_);
     for (int r = 0; r < size_; ++r) {
       threads.emplace_back([&, r] {
-        local_transport t(*this, r);
+        local_transport t(*this, contexts_.front(), r);
         try {
           per_rank(t);
           leave(r, running_done);
@@ -142,8 +163,14 @@ class local_world {
   friend class local_transport;
   static constexpr int running = 0, running_done = 1, running_failed = 2;
 
-  detail::local_channel& channel(int from, int to) {
-    return channels_[static_cast<std::size_t>(from) * size_ + to];
+  std::uint64_t add_context(std::vector<int> world_ranks) {
+    std::lock_guard lk(contexts_m_);
+    contexts_.push_back(std::make_shared<detail::local_context>(std::move(world_ranks)));
+    return contexts_.size() - 1;
+  }
+  std::shared_ptr<detail::local_context> context(std::uint64_t id) {
+    std::lock_guard lk(contexts_m_);
+    return contexts_.at(id);
   }
   void leave(int r, int how) {
     if (how == running_failed) {
@@ -151,10 +178,12 @@ class local_world {
       failed_.compare_exchange_strong(expect, r);
     }
     state_[r] = how;
-    for (auto& c : channels_) {  // wake every waiter so it can see who left
-      std::lock_guard lk(c.m);
-      c.cv.notify_all();
-    }
+    std::lock_guard lk(contexts_m_);
+    for (auto& ctx : contexts_)
+      for (auto& c : ctx->channels) {  // wake every waiter so it can see who left
+        std::lock_guard lc(c.m);
+        c.cv.notify_all();
+      }
   }
   // Why a wait on `peer` can never finish, or "" while it still can.
   std::string gone(int peer) const {
@@ -163,12 +192,12 @@ class local_world {
     return {};
   }
   template <class Pred>
-  void wait_for(int rank, int peer, const char* what, std::unique_lock<std::mutex>& lk,
+  void wait_for(int rank, int peer, int world_peer, const char* what, std::unique_lock<std::mutex>& lk,
                 detail::local_channel& c, Pred done) {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
     while (!done()) {
-      if (auto why = gone(peer); !why.empty())
+      if (auto why = gone(world_peer); !why.empty())
         throw error(what, rank, detail::cat("peer rank ", peer, " can no longer answer: ", why));
       if (c.cv.wait_until(lk, deadline) == std::cv_status::timeout && !done())
         throw timeout_error(what, rank, peer,
@@ -179,15 +208,16 @@ class local_world {
 
   int size_;
   std::chrono::duration<double> timeout_;
-  std::vector<detail::local_channel> channels_;
+  std::mutex contexts_m_;
+  std::vector<std::shared_ptr<detail::local_context>> contexts_;  // [0]: the world's
   std::vector<std::atomic<int>> state_;
   std::atomic<int> failed_{-1};
 };
 
-inline int local_transport::size() const noexcept { return world_->size(); }
+inline int local_transport::size() const noexcept { return ctx_->size; }
 
 inline local_transport::request local_transport::isend(int peer, std::span<const std::byte> data) {
-  auto& c = world_->channel(rank_, peer);
+  auto& c = ctx_->channel(rank_, peer);
   request r;
   r.ch_ = &c;
   r.peer_ = peer;
@@ -199,7 +229,7 @@ inline local_transport::request local_transport::isend(int peer, std::span<const
 }
 
 inline local_transport::request local_transport::irecv(int peer, std::span<std::byte> data) {
-  auto& c = world_->channel(peer, rank_);
+  auto& c = ctx_->channel(peer, rank_);
   request r;
   r.ch_ = &c;
   r.peer_ = peer;
@@ -215,12 +245,12 @@ inline void local_transport::wait(request& r) {
   auto& c = *r.ch_;
   std::unique_lock lk(c.m);
   if (!r.recv_) {
-    world_->wait_for(rank_, r.peer_, "send", lk, c, [&] { return r.msg_->done; });
+    world_->wait_for(rank_, r.peer_, ctx_->world_rank[r.peer_], "send", lk, c, [&] { return r.msg_->done; });
     r.ch_ = nullptr;
     if (!r.msg_->refused.empty()) throw error("send", rank_, r.msg_->refused);
     return;
   }
-  world_->wait_for(rank_, r.peer_, "recv", lk, c, [&] { return c.inbox.count(r.seq_) != 0; });
+  world_->wait_for(rank_, r.peer_, ctx_->world_rank[r.peer_], "recv", lk, c, [&] { return c.inbox.count(r.seq_) != 0; });
   auto msg = c.inbox.extract(r.seq_).mapped();
   r.ch_ = nullptr;
   if (msg->bytes != r.dst_.size()) {
@@ -236,6 +266,24 @@ inline void local_transport::wait(request& r) {
   lk.lock();
   msg->done = true;
   c.cv.notify_all();
+}
+
+// The first member makes the new context and tells the others its number.
+inline std::unique_ptr<local_transport> local_transport::split(int, int, std::span<const int> members, int index) {
+  std::uint64_t id = 0;
+  if (index == 0) {
+    std::vector<int> world_ranks;
+    for (int m : members) world_ranks.push_back(ctx_->world_rank.at(m));
+    id = world_->add_context(std::move(world_ranks));
+    std::vector<request> sends;
+    for (std::size_t i = 1; i < members.size(); ++i)
+      sends.push_back(isend(members[i], std::as_bytes(std::span<const std::uint64_t>(&id, 1))));
+    for (auto& q : sends) wait(q);
+  } else {
+    auto q = irecv(members[0], std::as_writable_bytes(std::span<std::uint64_t>(&id, 1)));
+    wait(q);
+  }
+  return std::unique_ptr<local_transport>(new local_transport(*world_, world_->context(id), index));
 }
 
 }  // namespace ringtree

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <memory>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -140,6 +141,15 @@ class mpi_transport {
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     detail::check_thread_level(provided, required, feature, rank_);
+  }
+
+  // communicator::split: MPI_Comm_split, called by every rank of this one.
+  std::unique_ptr<mpi_transport> split(int color, int key, std::span<const int>, int) const {
+    MPI_Comm part = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+    auto t = std::make_unique<mpi_transport>(part, opt_);
+    MPI_Comm_free(&part);
+    return t;
   }
 
   // Collectives on a background thread (grad_sync) while the program's own

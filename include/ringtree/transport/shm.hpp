@@ -287,6 +287,7 @@ struct host_slots {
     std::function<void()> wait_all_published;
   };
   void setup(const context&) {}
+  host_slots for_split(int) const { return {}; }
   memory_type memory() const noexcept { return {}; }
   std::byte* payload(int /*from*/, int /*to*/, std::size_t /*index*/, std::byte* in_segment) const noexcept {
     return in_segment;
@@ -363,6 +364,24 @@ class slot_transport {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+  // communicator::split: the first member draws a segment name and sends
+  // it to the others, who all attach to the new segment.
+  std::unique_ptr<slot_transport> split(int, int, std::span<const int> members, int index) {
+    char name[64] = {};
+    if (index == 0) {
+      std::snprintf(name, sizeof name, "%s", detail::random_shm_name().c_str());
+      std::vector<request> sends;
+      for (std::size_t i = 1; i < members.size(); ++i)
+        sends.push_back(isend(members[i], std::as_bytes(std::span<const char>(name))));
+      for (auto& q : sends) wait(q);
+    } else {
+      auto q = irecv(members[0], std::as_writable_bytes(std::span<char>(name)));
+      wait(q);
+    }
+    name[sizeof name - 1] = '\0';
+    return std::make_unique<slot_transport>(name, index, static_cast<int>(members.size()), opt_, slots_.for_split(index));
+  }
+
   memory_type memory() const noexcept { return slots_.memory(); }
   const std::string& segment_name() const noexcept { return seg_->name(); }
   std::size_t slot_bytes() const noexcept { return lay_.slot_bytes; }
