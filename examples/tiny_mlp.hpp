@@ -94,3 +94,48 @@ inline void random_batch(std::mt19937& g, int batch, int in, int out, std::vecto
 }
 
 }  // namespace tiny
+
+namespace tiny {
+
+// A fully connected layer on a batch (rows of `in` features), with its
+// backward pass; gradients accumulate until the optimiser step.
+struct linear {
+  int in, out;
+  std::vector<float> w, b, gw, gb;  // w: out x in
+  linear(int in_, int out_, unsigned seed) : in(in_), out(out_), w(std::size_t(in_) * out_), b(out_), gw(w.size()), gb(out_) {
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> u(-0.4f, 0.4f);
+    for (auto& v : w) v = u(g);
+    for (auto& v : b) v = u(g);
+  }
+  void forward(std::span<const float> x, std::span<float> y, int batch) const {
+    for (int s = 0; s < batch; ++s)
+      for (int o = 0; o < out; ++o) {
+        float z = b[o];
+        for (int i = 0; i < in; ++i) z += w[o * in + i] * x[s * in + i];
+        y[s * out + o] = z;
+      }
+  }
+  void backward(std::span<const float> x, std::span<const float> gy, std::span<float> gx, int batch) {
+    for (int s = 0; s < batch; ++s) {
+      for (int i = 0; i < in; ++i) gx[s * in + i] = 0;
+      for (int o = 0; o < out; ++o) {
+        const float d = gy[s * out + o];
+        gb[o] += d;
+        for (int i = 0; i < in; ++i) {
+          gw[o * in + i] += d * x[s * in + i];
+          gx[s * in + i] += d * w[o * in + i];
+        }
+      }
+    }
+  }
+  void sgd_step(float lr) {
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= lr * gw[i], gw[i] = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] -= lr * gb[i], gb[i] = 0;
+  }
+};
+
+inline float leaky(float z) { return z > 0 ? z : 0.01f * z; }
+inline float leaky_grad(float z) { return z > 0 ? 1.0f : 0.01f; }
+
+}  // namespace tiny
