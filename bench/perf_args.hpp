@@ -37,7 +37,8 @@ inline std::string usage() {
   -e, --maxbytes SIZE     largest size (default 64M)
   -f, --stepfactor F      multiply the size by F each step (default 2)
   -o, --collective LIST   allreduce,broadcast,scatter,reduce_scatter,allgather,reduce,gather
-  -a, --algo LIST         ring,tree,recursive_doubling,binomial,linear,automatic,mpi
+  -a, --algo LIST         ring,tree,recursive_doubling,rabenseifner,binomial,linear,
+                          scatter_allgather,automatic,mpi
                           (default ring,tree,automatic,mpi);
                           mpi is the MPI library's own collective
   -d, --datatype TYPE     float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 half bfloat16
@@ -132,7 +133,7 @@ inline options parse(int argc, const char* const* argv) {
       o.algos.clear();
       for (auto& a : detail_::split(value)) {
         bool known = a == "mpi";
-        for (int k = 0; k <= static_cast<int>(algorithm::recursive_doubling); ++k) known = known || a == to_string(static_cast<algorithm>(k));
+        for (int k = 0; k <= static_cast<int>(algorithm::scatter_allgather); ++k) known = known || a == to_string(static_cast<algorithm>(k));
         if (!known) detail_::bad("-a: unknown algorithm '" + a + "'");
         o.algos.push_back(a);
       }

@@ -19,9 +19,11 @@
 #include <vector>
 
 #include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/algorithms/rabenseifner.hpp>
 #include <ringtree/algorithms/recursive_doubling.hpp>
 #include <ringtree/algorithms/ring.hpp>
 #include <ringtree/algorithms/scatter.hpp>
+#include <ringtree/algorithms/scatter_allgather.hpp>
 #include <ringtree/algorithms/tree.hpp>
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
@@ -71,6 +73,7 @@ class communicator {
     switch (c.algo) {
       case algorithm::ring: ring::broadcast(*t_, data, root, opt_.tuning); break;
       case algorithm::tree: tree::broadcast(*t_, data, root, opt_.tuning); break;
+      case algorithm::scatter_allgather: scatter_allgather::broadcast(*t_, data, root); break;
       default: tree::binomial_broadcast(*t_, data, root); break;
     }
   }
@@ -283,6 +286,7 @@ class communicator {
       switch (c.algo) {
         case algorithm::ring: ring::allreduce(*t_, data, o, opt_.tuning); break;
         case algorithm::recursive_doubling: recursive_doubling::allreduce(*t_, data, o); break;
+        case algorithm::rabenseifner: rabenseifner::allreduce(*t_, data, o, opt_.tuning); break;
         default: tree::allreduce(*t_, data, o, opt_.tuning); break;
       }
     }

@@ -10,10 +10,11 @@
 
 namespace ringtree {
 
-enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling };
+enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather };
 
 constexpr std::string_view to_string(algorithm a) noexcept {
-  constexpr std::string_view names[] = {"automatic", "ring", "tree", "binomial", "linear", "recursive_doubling"};
+  constexpr std::string_view names[] = {"automatic",          "ring",         "tree",             "binomial",
+                                        "linear",             "recursive_doubling", "rabenseifner", "scatter_allgather"};
   return names[static_cast<int>(a)];
 }
 
@@ -29,14 +30,16 @@ namespace detail {
 
 // The algorithms each collective implements.
 inline std::span<const algorithm> offered(collective c) noexcept {
-  static constexpr algorithm all_reduce[] = {algorithm::ring, algorithm::tree, algorithm::recursive_doubling};
+  static constexpr algorithm all_reduce[] = {algorithm::ring, algorithm::tree, algorithm::recursive_doubling,
+                                             algorithm::rabenseifner};
+  static constexpr algorithm bcast[] = {algorithm::ring, algorithm::tree, algorithm::binomial, algorithm::scatter_allgather};
   static constexpr algorithm rooted[] = {algorithm::ring, algorithm::tree, algorithm::binomial};
   static constexpr algorithm fan[] = {algorithm::linear, algorithm::binomial};
   static constexpr algorithm ring_only[] = {algorithm::ring};
   static constexpr algorithm dissemination[] = {algorithm::tree};
   switch (c) {
     case collective::allreduce: return all_reduce;
-    case collective::broadcast:
+    case collective::broadcast: return bcast;
     case collective::reduce: return rooted;
     case collective::scatter:
     case collective::gather: return fan;

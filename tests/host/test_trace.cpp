@@ -102,3 +102,24 @@ TEST_CASE("trace events are ordered and name sender, receiver and size") {
     CHECK(e.bytes == 2 * sizeof(int));
   }
 }
+
+TEST_CASE("Rabenseifner moves 2(n-1)/n of the buffer per rank in 2 log2 n steps; scatter-allgather broadcast in n steps") {
+  for (int n : {2, 4, 8, 16, 32, 64}) {
+    CAPTURE(n);
+    const std::size_t count = 64 * 5;  // divisible by every n here
+    trace_recorder rec(n), bc(n);
+    traced_run(n, rec, [&](auto& comm) {
+      std::vector<float> v(count, 1.0f);
+      comm.allreduce(std::span<float>(v), op::sum, algorithm::rabenseifner);
+      if (v[count - 1] != float(n)) throw std::runtime_error("rabenseifner sum wrong");
+    });
+    for (int r = 0; r < n; ++r) CHECK(rec.bytes_sent(r) == 2 * (n - 1) * count / n * sizeof(float));
+    CHECK(rec.steps() == 2 * ceil_log2(n));
+    traced_run(n, bc, [&](auto& comm) {
+      std::vector<float> v(count, comm.rank() == 1 % n ? 3.0f : 0.0f);
+      comm.broadcast(std::span<float>(v), 1 % n, algorithm::scatter_allgather);
+      if (v[0] != 3.0f || v[count - 1] != 3.0f) throw std::runtime_error("scatter_allgather wrong");
+    });
+    CHECK(bc.steps() == n);  // the scatter, then n-1 ring steps
+  }
+}

@@ -75,7 +75,7 @@ void sendrecv(T& t, int to, std::span<const E> out, int from, std::span<E> in) {
 // the reduction of one chunk overlap the arrival of the next.
 template <transport T, class E>
 void sendrecv_reduce(T& t, op o, int to, std::span<const E> out, int from, std::span<E> acc,
-                     std::size_t chunk, std::span<E> slots /* 2 * chunk */) {
+                     std::size_t chunk, std::span<E> slots /* 2 * chunk */, operands order = operands::acc_first) {
   auto mem = t.memory();
   std::vector<typename T::request> sends;
   const std::size_t nout = chunk_count(out.size(), chunk), nin = chunk_count(acc.size(), chunk);
@@ -86,7 +86,7 @@ void sendrecv_reduce(T& t, op o, int to, std::span<const E> out, int from, std::
   for (std::size_t j = 0; j < nout; ++j) sends.push_back(post_send(t, to, chunk_of(out, chunk, j)));
   for (std::size_t j = 0; j < nin; ++j) {
     t.wait(recv[j % 2]);
-    mem.reduce(o, chunk_of(acc, chunk, j), std::span<const E>(slot(j)));
+    mem.reduce(o, chunk_of(acc, chunk, j), std::span<const E>(slot(j)), order);
     if (j + 2 < nin) recv[j % 2] = post_recv(t, from, slot(j + 2));
   }
   wait_all(t, sends);

@@ -14,37 +14,75 @@
 // expression and every rank ends with the same bits.
 #include <ringtree/algorithms/common.hpp>
 
-namespace ringtree::recursive_doubling {
+namespace ringtree {
+namespace detail {
+
+// Rank counts that are not a power of two, for the algorithms that need
+// one: the first 2*rem ranks pair up, each even one hands its buffer to
+// its odd neighbour (which folds it in, lower rank first) and sits out;
+// the p remaining ranks are numbered 0..p-1; at the end the odd ones hand
+// the result back.
+template <transport T, class E>
+class power_of_two_group {
+ public:
+  power_of_two_group(T& t, std::span<E> data, op o, std::span<E> tmp) : t_(t), data_(data), r_(t.rank()) {
+    while (p_ * 2 <= t.size()) p_ *= 2;
+    rem_ = t.size() - p_;
+    if (r_ < 2 * rem_) {
+      if (r_ % 2 == 0) {
+        auto s = post_send(t, r_ + 1, std::span<const E>(data));
+        t.wait(s);
+        active_ = false;
+        return;
+      }
+      auto q = post_recv(t, r_ - 1, tmp);
+      t.wait(q);
+      t.memory().reduce(o, data, std::span<const E>(tmp), operands::in_first);
+    }
+  }
+  bool active() const noexcept { return active_; }
+  int size() const noexcept { return p_; }
+  int rank() const noexcept { return r_ < 2 * rem_ ? r_ / 2 : r_ - rem_; }            // among the p
+  int real(int v) const noexcept { return v < rem_ ? 2 * v + 1 : v + rem_; }         // ... and back
+  // The ranks that sat out get the result.
+  void finish() {
+    if (r_ >= 2 * rem_) return;
+    if (r_ % 2 == 0) {
+      auto q = post_recv(t_, r_ + 1, data_);
+      t_.wait(q);
+    } else {
+      auto s = post_send(t_, r_ - 1, std::span<const E>(data_));
+      t_.wait(s);
+    }
+  }
+
+ private:
+  T& t_;
+  std::span<E> data_;
+  int r_, p_ = 1, rem_ = 0;
+  bool active_ = true;
+};
+
+}  // namespace detail
+
+namespace recursive_doubling {
 
 template <transport T, class E>
 void allreduce(T& t, std::span<E> data, op o) {
-  const int n = t.size(), r = t.rank();
-  if (n == 1 || data.empty()) return;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
+  if (t.size() == 1 || data.empty()) return;
   auto mem = t.memory();
   auto tmp = mem.template scratch<E>(data.size());
-  auto exchange = [&](int partner) {  // swap buffers with `partner`, fold its data in
-    detail::sendrecv(t, partner, std::span<const E>(data), partner, tmp.span());
-    mem.reduce(o, data, std::span<const E>(tmp.span()), partner < r ? operands::in_first : operands::acc_first);
-  };
-  auto send_to = [&](int peer) { auto q = detail::post_send(t, peer, std::span<const E>(data)); t.wait(q); };
-  auto recv_from = [&](int peer, std::span<E> into) { auto q = detail::post_recv(t, peer, into); t.wait(q); };
-
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {  // hand over, wait for the result
-      send_to(r + 1);
-      recv_from(r + 1, data);
-      return;
+  detail::power_of_two_group<T, E> g(t, data, o, tmp.span());
+  if (g.active()) {
+    const int v = g.rank();
+    for (int mask = 1; mask < g.size(); mask <<= 1) {  // swap buffers with the partner, fold its data in
+      const int partner = g.real(v ^ mask);
+      detail::sendrecv(t, partner, std::span<const E>(data), partner, tmp.span());
+      mem.reduce(o, data, std::span<const E>(tmp.span()), partner < t.rank() ? operands::in_first : operands::acc_first);
     }
-    recv_from(r - 1, tmp.span());
-    mem.reduce(o, data, std::span<const E>(tmp.span()), operands::in_first);
   }
-  const int v = r < 2 * rem ? r / 2 : r - rem;                           // number among the p
-  auto real = [&](int w) { return w < rem ? 2 * w + 1 : w + rem; };     // ... and back
-  for (int mask = 1; mask < p; mask <<= 1) exchange(real(v ^ mask));
-  if (r < 2 * rem) send_to(r - 1);
+  g.finish();
 }
 
-}  // namespace ringtree::recursive_doubling
+}  // namespace recursive_doubling
+}  // namespace ringtree
