@@ -11,6 +11,7 @@
 // corrupting memory. It costs one small all-gather per call.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <memory>
 #include <cstdint>
 #include <optional>
@@ -32,8 +33,24 @@
 
 namespace ringtree {
 
+namespace detail {
+// RINGTREE_ALGO=ring (or tree, ...): every call that offers it uses it,
+// like NCCL_ALGO; other calls choose as usual.
+inline std::optional<algorithm> env_algorithm() {
+  const char* s = std::getenv("RINGTREE_ALGO");
+  if (s == nullptr || *s == '\0') return std::nullopt;
+  std::string names;
+  for (int k = 1; k <= static_cast<int>(algorithm::scatter_allgather); ++k) {
+    if (to_string(static_cast<algorithm>(k)) == s) return static_cast<algorithm>(k);
+    names += (k > 1 ? ", " : "") + std::string(to_string(static_cast<algorithm>(k)));
+  }
+  throw error("RINGTREE_ALGO", -1, cat("unknown algorithm '", s, "' (one of: ", names, ")"));
+}
+}  // namespace detail
+
 struct communicator_options {
   bool checked = detail::env_flag("RINGTREE_CHECK");
+  std::optional<algorithm> forced = detail::env_algorithm();  // RINGTREE_ALGO
   detail::tuning tuning{};
 };
 
@@ -229,7 +246,8 @@ class communicator {
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
-    if (a == algorithm::automatic) c.algo = detail::choose(what, bytes, size());
+    if (opt_.forced && detail::offers(what, *opt_.forced)) c.algo = *opt_.forced;
+    else if (a == algorithm::automatic) c.algo = detail::choose(what, bytes, size());
     else if (!detail::offers(what, a))  // the message is built only when needed: calls are on the hot path
       c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what),
                 " (available: ", detail::offered_names(what), ")");

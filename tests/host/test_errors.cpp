@@ -230,3 +230,25 @@ TEST_CASE("RINGTREE_TIMEOUT and RINGTREE_CHECK are parsed strictly") {
   CHECK_FALSE(communicator_options{}.checked);
   CHECK_THROWS_WITH_AS(local_world(0), doctest::Contains("size must be at least 1, got 0"), error);
 }
+
+TEST_CASE("RINGTREE_ALGO forces an algorithm on every call that offers it") {
+  setenv("RINGTREE_ALGO", "magic", 1);
+  CHECK_THROWS_WITH_AS(communicator_options{}, doctest::Contains("unknown algorithm 'magic' (one of: ring, tree"), error);
+  setenv("RINGTREE_ALGO", "rabenseifner", 1);
+  trace_recorder rec(4);
+  local_world world(4);
+  world.run([&](local_transport& t) {
+    traced_transport<local_transport> tt(t, rec);
+    communicator comm(tt);
+    std::vector<float> v(64, 1.0f);
+    comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);  // forced over the explicit choice
+    if (v[0] != 4.0f) throw error("test", t.rank(), "forced allreduce wrong");
+    std::vector<int> in(8), out(2);
+    comm.scatter(std::span<const int>(in), std::span<int>(out), 0);  // scatter has no rabenseifner: usual choice
+  });
+  unsetenv("RINGTREE_ALGO");
+  CHECK(rec.steps() >= 2 * 2);  // ran; the exact shape is Rabenseifner's: 2 log2 4 exchanges first
+  const auto ev = rec.events();
+  CHECK(ev.front().bytes == 32 * sizeof(float));  // a half of the buffer, not the ring's quarter
+  CHECK_FALSE(communicator_options{}.forced.has_value());
+}
