@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <bit>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
@@ -122,4 +124,26 @@ TEST_CASE("Rabenseifner moves 2(n-1)/n of the buffer per rank in 2 log2 n steps;
     });
     CHECK(bc.steps() == n);  // the scatter, then n-1 ring steps
   }
+}
+
+TEST_CASE("Chrome trace: one slice per send and receive, one per reduction, a track per rank") {
+  trace_recorder rec(3);
+  traced_run(3, rec, [&](auto& comm) {
+    std::vector<int> v(9, 1);
+    comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
+  });
+  std::ostringstream os;
+  rec.write_chrome(os);
+  const std::string json = os.str();
+  auto count = [&](const std::string& what) {
+    std::size_t k = 0;
+    for (std::size_t at = json.find(what); at != std::string::npos; at = json.find(what, at + 1)) ++k;
+    return k;
+  };
+  CHECK(count("\"cat\": \"send\"") == rec.messages());
+  CHECK(count("\"cat\": \"recv\"") == rec.messages());
+  CHECK(count("\"cat\": \"reduce\"") == 3 * 2);  // n-1 reduce-scatter steps on each of 3 ranks
+  CHECK(count("\"thread_name\"") == 3);
+  CHECK(count("{") == count("}"));
+  CHECK(json.rfind("{\"traceEvents\": [", 0) == 0);
 }

@@ -10,6 +10,9 @@
 // The recorder is shared by the ranks, so this works for in-process worlds.
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -28,6 +31,16 @@ struct trace_event {
   int to;
   std::size_t bytes;
   double start_us;  // when the send was posted, since the recorder was made
+};
+
+// A span of time on one rank: a send or receive from post to completion,
+// or a reduction. What a Chrome trace shows, one track per rank.
+struct trace_slice {
+  int rank;
+  const char* what;  // "send", "recv", "reduce"
+  int peer;          // -1 for reductions
+  std::size_t bytes;
+  double start_us, end_us;
 };
 
 class trace_recorder {
@@ -57,8 +70,40 @@ class trace_recorder {
     std::lock_guard lk(m_);
     return events_.size();
   }
+  std::vector<trace_slice> slices() const {
+    std::lock_guard lk(m_);
+    return slices_;
+  }
+  // Called (on the rank's thread) when a rank's step counter moves to
+  // `step`, before the data that moved it (sent at step - 1) is used: the
+  // buffers then hold the result of step - 2. The trace tool takes its
+  // snapshots here.
+  std::function<void(int rank, int step)> on_step;
+
+  // The Chrome trace event format (chrome://tracing, ui.perfetto.dev).
+  void write_chrome(std::ostream& os) const {
+    std::lock_guard lk(m_);
+    os << "{\"traceEvents\": [\n";
+    bool first = true;
+    auto sep = [&] { os << (first ? "  " : ",\n  "); first = false; };
+    for (std::size_t r = 0; r < clock_.size(); ++r) {
+      sep();
+      os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << r
+         << ", \"args\": {\"name\": \"rank " << r << "\"}}";
+    }
+    for (const auto& x : slices_) {
+      sep();
+      os << "{\"name\": \"" << x.what << (x.peer >= 0 ? (std::string(x.what) == "send" ? " to " : " from ") : "")
+         << (x.peer >= 0 ? std::to_string(x.peer) : std::string()) << "\", \"cat\": \"" << x.what
+         << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << x.rank << ", \"ts\": " << x.start_us
+         << ", \"dur\": " << std::max(0.0, x.end_us - x.start_us) << ", \"args\": {\"bytes\": " << x.bytes << "}}";
+    }
+    os << "\n]}\n";
+  }
+
   void clear() {
     std::lock_guard lk(m_);
+    slices_.clear();
     events_.clear();
     pairs_.clear();
     std::fill(clock_.begin(), clock_.end(), 0);
@@ -67,6 +112,14 @@ class trace_recorder {
 
  private:
   template <class T> friend class traced_transport;
+  template <class M> friend struct traced_memory;
+  double now_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  void on_slice(trace_slice x) {
+    std::lock_guard lk(m_);
+    slices_.push_back(x);
+  }
   struct pair_log {
     std::vector<int> send_clock;  // clock of the k-th message on this pair
     std::size_t posted = 0;       // receives posted on this pair
@@ -83,45 +136,74 @@ class trace_recorder {
     return pairs_[{from, to}].posted++;
   }
   void on_recv_done(int from, int to, std::size_t k) {
-    std::lock_guard lk(m_);
-    clock_[to] = std::max(clock_[to], pairs_[{from, to}].send_clock.at(k) + 1);
+    int moved_to = -1;
+    {
+      std::lock_guard lk(m_);
+      const int c = std::max(clock_[to], pairs_[{from, to}].send_clock.at(k) + 1);
+      if (c != clock_[to]) moved_to = clock_[to] = c;
+    }
+    if (moved_to >= 0 && on_step) on_step(to, moved_to);
   }
 
   mutable std::mutex m_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::vector<trace_event> events_;
+  std::vector<trace_slice> slices_;
   std::vector<int> clock_;
   std::vector<std::size_t> sent_;
   std::map<std::pair<int, int>, pair_log> pairs_;
 };
 
+// The memory of a traced transport: the inner one, with every reduction
+// recorded as a slice.
+template <class M>
+struct traced_memory {
+  M inner;
+  trace_recorder* rec;
+  int rank;
+  template <class E> using buffer = typename M::template buffer<E>;
+  template <class E> buffer<E> scratch(std::size_t n) const { return inner.template scratch<E>(n); }
+  template <class E> void copy(std::span<E> dst, std::span<const E> src) const { inner.copy(dst, src); }
+  template <class E> void average(std::span<E> data, int ranks) const { inner.average(data, ranks); }
+  template <class E>
+  void reduce(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) const {
+    const double t0 = rec->now_us();
+    inner.reduce(o, acc, in, order);
+    rec->on_slice({rank, "reduce", -1, acc.size_bytes(), t0, rec->now_us()});
+  }
+};
+
 template <class T>
 class traced_transport {
  public:
-  using memory_type = memory_of<T>;
+  using memory_type = traced_memory<memory_of<T>>;
   struct request {
     typename T::request inner;
     int peer = -1;
-    std::size_t k = 0;
-    bool recv = false;
+    std::size_t k = 0, bytes = 0;
+    bool recv = false, open = false;
+    double start_us = 0;
   };
 
   traced_transport(T& inner, trace_recorder& rec) : inner_(&inner), rec_(&rec) {}
   int rank() const noexcept { return inner_->rank(); }
   int size() const noexcept { return inner_->size(); }
-  memory_type memory() const noexcept { return inner_->memory(); }
+  memory_type memory() const noexcept { return {inner_->memory(), rec_, rank()}; }
 
   request isend(int peer, std::span<const std::byte> data) {
     rec_->on_send(rank(), peer, data.size());
-    return {inner_->isend(peer, data), peer, 0, false};
+    return {inner_->isend(peer, data), peer, 0, data.size(), false, true, rec_->now_us()};
   }
   request irecv(int peer, std::span<std::byte> data) {
     const std::size_t k = rec_->on_post_recv(peer, rank());
-    return {inner_->irecv(peer, data), peer, k, true};
+    return {inner_->irecv(peer, data), peer, k, data.size(), true, true, rec_->now_us()};
   }
   void wait(request& r) {
     inner_->wait(r.inner);
-    if (r.recv) rec_->on_recv_done(r.peer, rank(), r.k), r.recv = false;
+    if (!r.open) return;
+    r.open = false;
+    rec_->on_slice({rank(), r.recv ? "recv" : "send", r.peer, r.bytes, r.start_us, rec_->now_us()});
+    if (r.recv) rec_->on_recv_done(r.peer, rank(), r.k);
   }
 
  private:
