@@ -132,9 +132,7 @@ inline options parse(int argc, const char* const* argv) {
     } else if (flag == "-a" || flag == "--algo") {
       o.algos.clear();
       for (auto& a : detail_::split(value)) {
-        bool known = a == "mpi";
-        for (int k = 0; k <= static_cast<int>(algorithm::scatter_allgather); ++k) known = known || a == to_string(static_cast<algorithm>(k));
-        if (!known) detail_::bad("-a: unknown algorithm '" + a + "'");
+        if (a != "mpi" && !algorithm_from_string(a)) detail_::bad("-a: unknown algorithm '" + a + "'");
         o.algos.push_back(a);
       }
     } else if (flag == "-d" || flag == "--datatype") {

@@ -174,9 +174,7 @@ int run_on(Transport& t, const options& o) {
       double mpi_time = 0;
       for (const auto& name : algos) {
         const bool is_mpi = name == "mpi";
-        algorithm a = algorithm::automatic;
-        for (int k = 0; k <= static_cast<int>(algorithm::scatter_allgather); ++k)
-          if (name == to_string(static_cast<algorithm>(k))) a = static_cast<algorithm>(k);
+        const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
         if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a)) continue;
         std::string label = name;

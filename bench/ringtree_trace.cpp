@@ -43,10 +43,9 @@ args parse(int argc, char** argv) {
     try {
       if (f == "--collective") a.what = perf::parse_collective(v);
       else if (f == "--algo") {
-        bool known = false;
-        for (int k = 0; k <= static_cast<int>(algorithm::scatter_allgather); ++k)
-          if (v == to_string(static_cast<algorithm>(k))) a.algo = static_cast<algorithm>(k), known = true;
-        if (!known) usage("unknown algorithm '" + v + "'");
+        const auto algo = algorithm_from_string(v);
+        if (!algo) usage("unknown algorithm '" + v + "'");
+        a.algo = *algo;
       } else if (f == "--ranks") a.ranks = static_cast<int>(perf::detail_::parse_int(f, v, 1, 64));
       else if (f == "--count") a.count = static_cast<std::size_t>(perf::detail_::parse_int(f, v, 0, 64));
       else if (f == "--root") a.root = static_cast<int>(perf::detail_::parse_int(f, v, 0, 63));

@@ -39,11 +39,9 @@ namespace detail {
 inline std::optional<algorithm> env_algorithm() {
   const char* s = std::getenv("RINGTREE_ALGO");
   if (s == nullptr || *s == '\0') return std::nullopt;
+  if (auto a = algorithm_from_string(s); a && *a != algorithm::automatic) return a;
   std::string names;
-  for (int k = 1; k <= static_cast<int>(algorithm::scatter_allgather); ++k) {
-    if (to_string(static_cast<algorithm>(k)) == s) return static_cast<algorithm>(k);
-    names += (k > 1 ? ", " : "") + std::string(to_string(static_cast<algorithm>(k)));
-  }
+  for (std::size_t k = 1; k < std::size(algorithm_names); ++k) names += (k > 1 ? ", " : "") + std::string(algorithm_names[k]);
   throw error("RINGTREE_ALGO", -1, cat("unknown algorithm '", s, "' (one of: ", names, ")"));
 }
 }  // namespace detail

@@ -4,6 +4,8 @@
 // place. The rule here is a first one by message size and rank count; a
 // cost model calibrated on the transport is to replace it.
 #include <cstddef>
+#include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,10 +14,20 @@ namespace ringtree {
 
 enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather };
 
-constexpr std::string_view to_string(algorithm a) noexcept {
-  constexpr std::string_view names[] = {"automatic",          "ring",         "tree",             "binomial",
-                                        "linear",             "recursive_doubling", "rabenseifner", "scatter_allgather"};
-  return names[static_cast<int>(a)];
+namespace detail {
+inline constexpr std::string_view algorithm_names[] = {"automatic", "ring",   "tree",         "binomial",
+                                                       "linear",    "recursive_doubling", "rabenseifner",
+                                                       "scatter_allgather"};
+}  // namespace detail
+
+constexpr std::string_view to_string(algorithm a) noexcept { return detail::algorithm_names[static_cast<int>(a)]; }
+
+// The algorithm called `name` (as to_string spells it), if any: one parser
+// for RINGTREE_ALGO and the tools' flags.
+constexpr std::optional<algorithm> algorithm_from_string(std::string_view name) noexcept {
+  for (std::size_t k = 0; k < std::size(detail::algorithm_names); ++k)
+    if (detail::algorithm_names[k] == name) return static_cast<algorithm>(k);
+  return std::nullopt;
 }
 
 enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier };
