@@ -30,7 +30,6 @@ struct trace_event {
   int from;
   int to;
   std::size_t bytes;
-  double start_us;  // when the send was posted, since the recorder was made
 };
 
 // A span of time on one rank: a send or receive from post to completion,
@@ -126,8 +125,7 @@ class trace_recorder {
   };
   void on_send(int from, int to, std::size_t bytes) {
     std::lock_guard lk(m_);
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
-    events_.push_back({clock_[from], from, to, bytes, us});
+    events_.push_back({clock_[from], from, to, bytes});  // its timing is the send slice's
     sent_[from] += bytes;
     pairs_[{from, to}].send_clock.push_back(clock_[from]);
   }
