@@ -180,7 +180,7 @@ int run_on(Transport& t, const options& o) {
         std::string label = name;
         if (a == algorithm::automatic && !is_mpi) {  // the bytes the communicator gives the rule: its `in`
           const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);
-          label += ":" + std::string(to_string(detail::choose(c, in_bytes, n)));
+          label += ":" + std::string(to_string(comm.choose(c, in_bytes)));
         }
         const rt_test::case_desc cd{c, a, o.redop, m, o.root, 1};
         double us;

@@ -9,6 +9,12 @@
 // algorithm, and whether their arguments were valid); a mismatch raises on
 // every rank, naming the ranks that differ, instead of hanging or
 // corrupting memory. It costs one small all-gather per call.
+//
+// algorithm::automatic picks by the cost model (tuner.hpp). Its constants
+// come from communicator_options::model, else from the cache file or a
+// calibration (calibration.hpp), loaded collectively by the first call
+// that has a choice to make. RINGTREE_TRACE=FILE.json records every call's
+// messages and reductions as a Chrome trace (transport/traced.hpp).
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -26,9 +32,11 @@
 #include <ringtree/algorithms/scatter.hpp>
 #include <ringtree/algorithms/scatter_allgather.hpp>
 #include <ringtree/algorithms/tree.hpp>
+#include <ringtree/calibration.hpp>
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/traced.hpp>
 #include <ringtree/tuner.hpp>
 
 namespace ringtree {
@@ -50,21 +58,39 @@ struct communicator_options {
   bool checked = detail::env_flag("RINGTREE_CHECK");
   std::optional<algorithm> forced = detail::env_algorithm();  // RINGTREE_ALGO
   detail::tuning tuning{};
+  std::optional<cost_model> model{};  // unset: the cached (or else calibrated) constants
 };
 
 template <transport Transport>
 class communicator {
  public:
-  explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(opt) {}
+  explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(std::move(opt)) { open_trace(); }
   // A communicator that owns its transport (what split returns).
   explicit communicator(std::unique_ptr<Transport> t, communicator_options opt = {})
-      : owned_(std::move(t)), t_(owned_.get()), opt_(opt) {}
+      : owned_(std::move(t)), t_(owned_.get()), opt_(std::move(opt)) {
+    open_trace();
+  }
 
   int rank() const noexcept { return t_->rank(); }
   int size() const noexcept { return t_->size(); }
   Transport& transport() const noexcept { return *t_; }
   bool checked() const noexcept { return opt_.checked; }
   void set_checked(bool on) noexcept { opt_.checked = on; }
+
+  // The cost model in use, with its constants. The first call loads or
+  // measures them on every rank: call it on all ranks, like a collective.
+  const ringtree::tuner& model() {
+    if (!tuner_) tuner_.emplace(size(), opt_.model ? *opt_.model : detail::load_or_calibrate(tt_), opt_.tuning);
+    return *tuner_;
+  }
+  // The algorithm algorithm::automatic runs for collective `c` on `bytes`
+  // (the whole buffer; one rank's block for scatter, gather, allgather).
+  // Collective when it needs the model (see model()).
+  algorithm choose(collective c, std::size_t bytes) {
+    if (opt_.forced && detail::offers(c, *opt_.forced)) return *opt_.forced;
+    if (size() == 1 || detail::offered(c).size() == 1) return detail::offered(c).front();
+    return model().choose(c, bytes);
+  }
 
   template <element E>
   void allreduce(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
@@ -86,10 +112,10 @@ class communicator {
     finish(c);
     if (size() == 1 || data.empty()) return;
     switch (c.algo) {
-      case algorithm::ring: ring::broadcast(*t_, data, root, opt_.tuning); break;
-      case algorithm::tree: tree::broadcast(*t_, data, root, opt_.tuning); break;
-      case algorithm::scatter_allgather: scatter_allgather::broadcast(*t_, data, root); break;
-      default: tree::binomial_broadcast(*t_, data, root); break;
+      case algorithm::ring: ring::broadcast(tt_, data, root, opt_.tuning); break;
+      case algorithm::tree: tree::broadcast(tt_, data, root, opt_.tuning); break;
+      case algorithm::scatter_allgather: scatter_allgather::broadcast(tt_, data, root); break;
+      default: tree::binomial_broadcast(tt_, data, root); break;
     }
   }
 
@@ -114,9 +140,9 @@ class communicator {
     mem.copy(data, in);
     if (size() > 1) {
       switch (c.algo) {
-        case algorithm::ring: ring::reduce(*t_, data, o, root, opt_.tuning); break;
-        case algorithm::tree: tree::reduce(*t_, data, o, root, opt_.tuning); break;
-        default: tree::binomial_reduce(*t_, data, o, root); break;
+        case algorithm::ring: ring::reduce(tt_, data, o, root, opt_.tuning); break;
+        case algorithm::tree: tree::reduce(tt_, data, o, root, opt_.tuning); break;
+        default: tree::binomial_reduce(tt_, data, o, root); break;
       }
     }
     if (o == op::avg && rank() == root) mem.average(data, size());
@@ -132,8 +158,8 @@ class communicator {
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
-    if (c.algo == algorithm::linear) linear::scatter(*t_, in, out, root);
-    else binomial::scatter(*t_, in, out, root);
+    if (c.algo == algorithm::linear) linear::scatter(tt_, in, out, root);
+    else binomial::scatter(tt_, in, out, root);
   }
 
   // The root's `out` receives size() * in.size() elements, rank i's in block i.
@@ -146,8 +172,8 @@ class communicator {
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
-    if (c.algo == algorithm::linear) linear::gather(*t_, in, out, root);
-    else binomial::gather(*t_, in, out, root);
+    if (c.algo == algorithm::linear) linear::gather(tt_, in, out, root);
+    else binomial::gather(tt_, in, out, root);
   }
 
   // `in` holds size() * out.size() elements; rank i receives block i reduced.
@@ -162,7 +188,7 @@ class communicator {
     auto mem = memory();
     auto work = mem.template scratch<E>(in.size());
     mem.copy(work.span(), in);
-    ring::reduce_scatter(*t_, work.span(), o, opt_.tuning);
+    ring::reduce_scatter(tt_, work.span(), o, opt_.tuning);
     mem.copy(out, std::span<const E>(detail::block_of(work.span(), size(), rank())));
     if (o == op::avg) mem.average(out, size());
   }
@@ -178,13 +204,13 @@ class communicator {
     c.require(in.data() == mine.data() || !overlap(in, out), "in overlaps out but is not out's block ", rank());
     finish(c);
     memory().copy(mine, in);
-    ring::allgather(*t_, out);
+    ring::allgather(tt_, out);
   }
 
   void barrier() {
     call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
     finish(c);
-    dissemination::barrier(*t_);
+    dissemination::barrier(tt_);
   }
 
   // Sub-communicators, like MPI_Comm_split: every rank calls it; ranks with
@@ -219,6 +245,7 @@ class communicator {
     algorithm algo;
     int rank;
     std::string problem;
+    std::size_t bytes;  // what the tuner is asked about
     template <class... A>
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
@@ -230,7 +257,7 @@ class communicator {
   };
   static constexpr const char* field_names[] = {"call", "count", "element type", "op", "root", "algorithm", "argument check"};
 
-  auto memory() const { return t_->memory(); }
+  auto memory() const { return tt_.memory(); }
 
   template <class A, class B>
   static bool overlap(std::span<A> a, std::span<B> b) noexcept {
@@ -240,22 +267,23 @@ class communicator {
 
   template <class E>
   call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t bytes) {
-    call c{what, count, dtype_of<E>, o, root, a, rank(), {}};
+    call c{what, count, dtype_of<E>, o, root, a, rank(), {}, bytes};
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
     if (opt_.forced && detail::offers(what, *opt_.forced)) c.algo = *opt_.forced;
-    else if (a == algorithm::automatic) c.algo = detail::choose(what, bytes, size());
-    else if (!detail::offers(what, a))  // the message is built only when needed: calls are on the hot path
+    else if (a != algorithm::automatic && !detail::offers(what, a))  // the message is built only when needed: calls are on the hot path
       c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what),
                 " (available: ", detail::offered_names(what), ")");
     return c;
   }
 
   // Raise on bad arguments; in checked mode, first agree across ranks.
-  void finish(const call& c) {
+  // Then resolve automatic (which may load the model: all ranks are here).
+  void finish(call& c) {
     if (opt_.checked && size() > 1) compare(c, std::string(to_string(c.what)));
     if (!c.problem.empty()) throw error(std::string(to_string(c.what)), rank(), c.problem);
+    if (c.algo == algorithm::automatic) c.algo = choose(c.what, c.bytes);
   }
 
   void compare(const call& c, const std::string& name) {
@@ -263,7 +291,7 @@ class communicator {
     std::vector<std::uint64_t> all(w * size());
     auto mine = c.words();
     std::copy(mine.begin(), mine.end(), all.begin() + w * rank());
-    ring::allgather(*t_, std::span<std::uint64_t>(all));  // blocks are exactly w words each
+    ring::allgather(tt_, std::span<std::uint64_t>(all));  // blocks are exactly w words each
     auto word = [&](int r, std::size_t f) { return all[w * r + f]; };
     std::string invalid;
     for (int r = 0; r < size(); ++r)
@@ -300,18 +328,30 @@ class communicator {
     if (data.empty()) return;
     if (size() > 1) {
       switch (c.algo) {
-        case algorithm::ring: ring::allreduce(*t_, data, o, opt_.tuning); break;
-        case algorithm::recursive_doubling: recursive_doubling::allreduce(*t_, data, o); break;
-        case algorithm::rabenseifner: rabenseifner::allreduce(*t_, data, o, opt_.tuning); break;
-        default: tree::allreduce(*t_, data, o, opt_.tuning); break;
+        case algorithm::ring: ring::allreduce(tt_, data, o, opt_.tuning); break;
+        case algorithm::recursive_doubling: recursive_doubling::allreduce(tt_, data, o); break;
+        case algorithm::rabenseifner: rabenseifner::allreduce(tt_, data, o, opt_.tuning); break;
+        default: tree::allreduce(tt_, data, o, opt_.tuning); break;
       }
     }
     if (o == op::avg) memory().average(data, size());
   }
 
+  void open_trace() {
+    if (auto* sink = detail::trace_sink::from_env()) {
+      trace_ = std::make_shared<detail::trace_handle>(sink->open(detail::next_communicator_id(), rank(), size(),
+                                                                 detail::transport_in_process<Transport>(),
+                                                                 detail::transport_name<Transport>()));
+      tt_ = traced_transport<Transport>(*t_, trace_->rec.get());
+    }
+  }
+
   std::shared_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
   communicator_options opt_;
+  std::shared_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
+  traced_transport<Transport> tt_{*t_, nullptr};  // what the algorithms run on: t_, traced or not
+  std::optional<ringtree::tuner> tuner_;
 };
 
 }  // namespace ringtree

@@ -1,14 +1,29 @@
 #pragma once
-// Which algorithm runs when the caller says algorithm::automatic, and which
-// algorithms each collective offers. One table, so every choice is in one
-// place. The rule here is a first one by message size and rank count; a
-// cost model calibrated on the transport is to replace it.
+// Which algorithms each collective offers, what each costs, and which one
+// runs when the caller says algorithm::automatic.
+//
+// The cost model (Hockney's, with a reduction term): a call that takes S
+// latency steps, in which the busiest rank sends or receives W bytes and
+// folds R bytes into its buffer, takes
+//     alpha * S + beta * W + gamma * R
+// seconds. alpha (per step), beta (per byte moved) and gamma (per byte
+// reduced) are measured on the transport in use (calibration.hpp); the
+// counts S, W, R of every algorithm are functions of the rank count n and
+// the buffer size here, and tests check them against what the traced
+// transport records. automatic picks the algorithm with the least
+// predicted time.
+#include <algorithm>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 #include <iterator>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include <ringtree/algorithms/tree.hpp>
 
 namespace ringtree {
 
@@ -74,24 +89,173 @@ inline std::string offered_names(collective c) {
   return s;
 }
 
-// `bytes` is the whole buffer (per rank block for scatter and gather).
-inline algorithm choose(collective c, std::size_t bytes, int ranks) noexcept {
-  switch (c) {
-    case collective::allreduce:
-      // fewest steps for small buffers; the tree's log n steps for medium
-      // buffers on many ranks; the ring's bandwidth optimum beyond
-      if (bytes <= (std::size_t{64} << 10)) return algorithm::recursive_doubling;
-      if (bytes <= (std::size_t{512} << 10) && ranks > 8) return algorithm::tree;
-      return algorithm::ring;
-    case collective::broadcast:
-    case collective::reduce:
-      // with two ranks every algorithm is one message; the chain pipelines for more
-      return bytes <= (std::size_t{64} << 10) || ranks <= 2 ? algorithm::binomial : algorithm::ring;
-    case collective::scatter:
-    case collective::gather: return bytes <= (std::size_t{16} << 10) ? algorithm::binomial : algorithm::linear;
-    default: return *offered(c).begin();
-  }
-}
-
 }  // namespace detail
+
+// The constants of the model, in seconds.
+struct cost_model {
+  double alpha = 5e-6;     // per latency step
+  double beta = 1e-10;     // per byte sent or received by the busiest rank
+  double gamma = 1e-10;    // per byte reduced by the busiest rank
+  std::string source = "built-in defaults";  // or the file it came from, or "measured"
+};
+
+// What one call costs in the model's units.
+struct cost_counts {
+  double steps = 0;    // latency steps: the longest chain of dependent messages
+  double bytes = 0;    // the most bytes one rank sends, or receives, whichever is more
+  double reduced = 0;  // the most bytes one rank reduces into its buffer
+  double seconds(const cost_model& m) const noexcept { return m.alpha * steps + m.beta * bytes + m.gamma * reduced; }
+};
+
+// The counts of every algorithm on n ranks. `bytes` is what the call
+// moves: the whole buffer for allreduce, broadcast and reduce, the input
+// for reduce_scatter, one rank's block for scatter, gather and allgather.
+// Counts are exact when the buffer divides evenly into the algorithm's
+// blocks and chunks, and within an element per block otherwise. The double
+// binary tree's depend on its two trees' shapes, so they are computed once
+// per n, when the tuner is made.
+class tuner {
+ public:
+  explicit tuner(int ranks, cost_model model = {}, detail::tuning tun = {}) : n_(ranks), m_(std::move(model)), tun_(tun) {
+    if (n_ > 1) shape_trees();
+  }
+  int ranks() const noexcept { return n_; }
+  const cost_model& model() const noexcept { return m_; }
+
+  cost_counts counts(collective c, algorithm a, std::size_t bytes) const {
+    const double n = n_, B = static_cast<double>(bytes);
+    if (n_ == 1 || (bytes == 0 && c != collective::barrier)) return {};
+    const int lf = std::bit_width(unsigned(n_)) - 1;              // floor(log2 n)
+    const int lc = std::bit_width(unsigned(n_ - 1));              // ceil(log2 n)
+    const double p = double(1 << lf), odd = n_ > (1 << lf) ? 1 : 0;  // largest power of two <= n; ranks folded in?
+    switch (c) {
+      case collective::allreduce:
+        switch (a) {
+          case algorithm::ring: return {2 * (n - 1), 2 * (n - 1) / n * B, (n - 1) / n * B};
+          case algorithm::recursive_doubling:
+            // Folding the extra ranks in overlaps the first rounds; handing
+            // the result back adds a step only if the folded ranks reach
+            // into the upper half of the p, whose chains it then extends.
+            return {lf + odd + (n - p > p / 2 ? 1 : 0), (lf + odd) * B, (lf + odd) * B};
+          case algorithm::rabenseifner:
+            return {2 * lf + 2 * odd, (2 * (p - 1) / p + odd) * B, ((p - 1) / p + odd) * B};
+          case algorithm::tree: {
+            const std::size_t chunks = (bytes / 2 + tun_.tree_chunk_bytes - 1) / tun_.tree_chunk_bytes;
+            return {double(chunks > 1 ? tree_steps_many_ : tree_steps_one_), tree_moved_ * B / 2, tree_reduced_ * B / 2};
+          }
+          default: break;
+        }
+        break;
+      case collective::broadcast:
+        switch (a) {
+          case algorithm::ring: return {n - 1, B, 0};
+          case algorithm::tree: return {double(lf), (n_ > 2 ? 2 : 1) * B, 0};
+          case algorithm::binomial: return {double(lf), lc * B, 0};
+          case algorithm::scatter_allgather: return {n, 2 * (n - 1) / n * B, 0};
+          default: break;
+        }
+        break;
+      case collective::reduce:
+        switch (a) {
+          case algorithm::ring: return {n, 2 * (n - 1) / n * B, (n - 1) / n * B};  // the root receives every block
+          case algorithm::tree: return {double(lf), (n_ > 2 ? 2 : 1) * B, (n_ > 2 ? 2 : 1) * B};
+          case algorithm::binomial: return {double(lf), lc * B, lc * B};
+          default: break;
+        }
+        break;
+      case collective::scatter:
+      case collective::gather:  // the root sends (receives) every other rank's block
+        if (a == algorithm::linear) return {1, (n - 1) * B, 0};
+        if (a == algorithm::binomial) return {double(lf), (n - 1) * B, 0};
+        break;
+      case collective::reduce_scatter: return {n - 1, (n - 1) / n * B, (n - 1) / n * B};
+      case collective::allgather: return {n - 1, (n - 1) * B, 0};
+      case collective::barrier: return {double(lc), double(lc), 0};
+    }
+    return {};
+  }
+
+  double seconds(collective c, algorithm a, std::size_t bytes) const { return counts(c, a, bytes).seconds(m_); }
+
+  // The offered algorithm with the least predicted time (the first listed
+  // on a tie).
+  algorithm choose(collective c, std::size_t bytes) const {
+    const auto offer = detail::offered(c);
+    algorithm best = offer.front();
+    double best_s = seconds(c, best, bytes);
+    for (auto a : offer.subspan(1))
+      if (const double s = seconds(c, a, bytes); s < best_s) best = a, best_s = s;
+    return best;
+  }
+
+ private:
+  // The double binary tree: the most halves one rank moves and reduces,
+  // and the longest chain of dependent messages when each half travels in
+  // one chunk or in several. For the chain, the ranks' program order is
+  // followed as tree::allreduce runs it (Lamport clocks, as the traced
+  // transport counts): tree by tree, chunk by chunk, up the tree from the
+  // leaves, then down from the root, where leaves post all their chunks
+  // at once. With several chunks the chain no longer grows: two chunks
+  // give its length.
+  void shape_trees() {
+    std::vector<tree::links> l[2];
+    std::vector<int> depth[2];
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < n_; ++r) l[h].push_back(tree::binary_tree_shifted(n_, r, h));
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < n_; ++r) {
+        int d = 0;
+        for (int x = r; l[h][x].parent >= 0; x = l[h][x].parent) ++d;
+        depth[h].push_back(d);
+      }
+    auto children = [&](int h, int r) { return int(l[h][r].child[0] >= 0) + int(l[h][r].child[1] >= 0); };
+    for (int r = 0; r < n_; ++r) {
+      int moved = 0, reduced = 0;
+      for (int h = 0; h < 2; ++h) moved += children(h, r) + (l[h][r].parent >= 0), reduced += children(h, r);
+      tree_moved_ = std::max(tree_moved_, moved);
+      tree_reduced_ = std::max(tree_reduced_, reduced);
+    }
+    // Ranks by depth: deepest first for the way up, the root first down.
+    std::vector<int> order[2];
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < n_; ++r) order[h].push_back(r);
+      std::stable_sort(order[h].begin(), order[h].end(), [&](int a, int b) { return depth[h][a] > depth[h][b]; });
+    }
+    for (int chunks : {1, 2}) {
+      std::vector<int> clock(n_, 0), sent(n_);
+      int steps = 0;
+      auto early = [&](int h, int r) { return children(h, r) == 0 && l[h][r].parent != l[1 - h][r].parent; };
+      for (int h = 0; h < 2; ++h)
+        for (int r = 0; r < n_; ++r)
+          if (early(h, r)) steps = std::max(steps, 1);  // sent at clock 0
+      std::vector<std::vector<int>> up_sent(2, std::vector<int>(n_, 0));
+      for (int j = 0; j < chunks; ++j)
+        for (int h = 0; h < 2; ++h) {
+          for (int r : order[h]) {
+            if (early(h, r)) continue;
+            for (int c : l[h][r].child)
+              if (c >= 0) clock[r] = std::max(clock[r], up_sent[h][c] + 1);
+            if (l[h][r].parent >= 0) up_sent[h][r] = clock[r], steps = std::max(steps, clock[r] + 1);
+          }
+        }
+      std::vector<std::vector<int>> down_sent(2, std::vector<int>(n_, 0));
+      for (int j = 0; j < chunks; ++j)
+        for (int h = 0; h < 2; ++h)
+          for (auto it = order[h].rbegin(); it != order[h].rend(); ++it) {
+            const int r = *it;
+            if (early(h, r)) continue;
+            if (l[h][r].parent >= 0) clock[r] = std::max(clock[r], down_sent[h][l[h][r].parent] + 1);
+            down_sent[h][r] = clock[r];
+            if (children(h, r) > 0) steps = std::max(steps, clock[r] + 1);
+          }
+      (chunks == 1 ? tree_steps_one_ : tree_steps_many_) = steps;
+    }
+  }
+
+  int n_;
+  cost_model m_;
+  detail::tuning tun_;
+  int tree_moved_ = 0, tree_reduced_ = 0, tree_steps_one_ = 0, tree_steps_many_ = 0;
+};
+
 }  // namespace ringtree

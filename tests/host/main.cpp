@@ -1,2 +1,17 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  // Calibrated cost models go to a directory of this run, not the user's cache.
+  if (std::getenv("RINGTREE_CACHE_DIR") == nullptr) {
+    char dir[] = "/tmp/ringtree-test-cache-XXXXXX";
+    if (::mkdtemp(dir) != nullptr) ::setenv("RINGTREE_CACHE_DIR", dir, 1);
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

@@ -109,7 +109,13 @@ void broadcast(T& t, std::span<E> data, int root, const detail::tuning& tun = {}
 // Double binary tree all-reduce: half h of the buffer is reduced up tree h
 // and broadcast down it; the two trees' chunks are interleaved so that both
 // are in flight at once. Every rank takes the (tree, chunk) pairs in the
-// same order, so the waits cannot form a cycle.
+// same order, so the waits cannot form a cycle. In a tree where a rank is
+// a leaf it has nothing to wait for, so it posts all its chunks of that
+// tree at once: otherwise its sends would wait on its work in the other
+// tree, and chunk after chunk would chain the two trees' depths (steps
+// growing with the chunk count instead of the pipeline's depth + chunks).
+// Messages of one pair must keep their order, so a rank whose parent is the
+// same in both trees (their chunks interleave on one channel) does not.
 template <transport T, class E>
 void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
   const int n = t.size();
@@ -119,16 +125,25 @@ void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
   const std::size_t chunk = std::min(detail::chunk_elems(tun.tree_chunk_bytes, sizeof(E)), std::max<std::size_t>(1, half[0].size()));
   const std::size_t chunks = detail::chunk_count(half[0].size(), chunk);  // half[0] is the longer
   auto slots = t.memory().template scratch<E>(2 * chunk);
-  std::vector<typename T::request> sends;
+  std::vector<typename T::request> reqs;
   auto has = [&](int h, std::size_t j) { return j < detail::chunk_count(half[h].size(), chunk); };
+  bool early[2];
+  for (int h = 0; h < 2; ++h)
+    early[h] = l[h].child[0] < 0 && l[h].child[1] < 0 && l[h].parent != l[1 - h].parent;
+  for (int h = 0; h < 2; ++h)  // up: leaves send everything at once
+    for (std::size_t j = 0; early[h] && has(h, j); ++j)
+      reqs.push_back(detail::post_send(t, l[h].parent, std::span<const E>(detail::chunk_of(half[h], chunk, j))));
   for (std::size_t j = 0; j < chunks; ++j)
     for (int h = 0; h < 2; ++h)
-      if (has(h, j)) detail_::up(t, o, l[h], detail::chunk_of(half[h], chunk, j), slots.span(), sends);
-  detail::wait_all(t, sends);
+      if (!early[h] && has(h, j)) detail_::up(t, o, l[h], detail::chunk_of(half[h], chunk, j), slots.span(), reqs);
+  detail::wait_all(t, reqs);
+  for (int h = 0; h < 2; ++h)  // down: leaves take everything at once
+    for (std::size_t j = 0; early[h] && has(h, j); ++j)
+      reqs.push_back(detail::post_recv(t, l[h].parent, detail::chunk_of(half[h], chunk, j)));
   for (std::size_t j = 0; j < chunks; ++j)
     for (int h = 0; h < 2; ++h)
-      if (has(h, j)) detail_::down(t, l[h], detail::chunk_of(half[h], chunk, j), sends);
-  detail::wait_all(t, sends);
+      if (!early[h] && has(h, j)) detail_::down(t, l[h], detail::chunk_of(half[h], chunk, j), reqs);
+  detail::wait_all(t, reqs);
 }
 
 // Binomial tree, positions relative to the root: position v receives from

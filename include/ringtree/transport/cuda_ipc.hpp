@@ -145,6 +145,7 @@ namespace detail {
 class cuda_slots {
  public:
   using memory_type = device_memory;
+  static constexpr const char* name = "cuda_ipc";
   static constexpr bool payload_in_segment = false;
   using context = host_slots::context;
 

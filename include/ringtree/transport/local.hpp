@@ -60,6 +60,8 @@ struct local_context {
 class local_transport {
  public:
   using memory_type = host_memory;
+  static constexpr const char* name = "local";
+  static constexpr bool in_process = true;  // every rank is a thread of this process
 
   class request {
    public:

@@ -72,6 +72,7 @@ struct mpi_options {
 class mpi_transport {
  public:
   using memory_type = host_memory;
+  static constexpr const char* name = "mpi";
 
   // Up to 4 pieces (4 GiB) inline, so that small messages allocate nothing.
   class request {

@@ -278,6 +278,7 @@ class shm_segment {
 // (an IPC handle) and reads the others'.
 struct host_slots {
   using memory_type = host_memory;
+  static constexpr const char* name = "shm";
   static constexpr bool payload_in_segment = true;
   struct context {
     int rank, size;
@@ -309,6 +310,7 @@ class slot_transport {
 
  public:
   using memory_type = typename Slots::memory_type;
+  static constexpr const char* name = Slots::name;
 
   class request {
    public:

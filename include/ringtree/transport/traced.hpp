@@ -7,14 +7,22 @@
 // one past the message's. The largest step + 1 is then the length of the
 // longest chain of messages that depend on each other: the latency steps
 // of the algorithm (2(n-1) for ring all-reduce, about 2 log2 n for a tree).
-// The recorder is shared by the ranks, so this works for in-process worlds.
+// The recorder is shared by the ranks, so steps are counted for in-process
+// worlds; a process that holds one rank of a larger world (MPI, shared
+// memory) records its own sends, receives and reductions, without steps.
+// A traced transport with no recorder passes everything through: the
+// communicator always runs its algorithms through one, so RINGTREE_TRACE
+// can switch tracing on in any program.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <ostream>
 #include <string>
 #include <cstddef>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <tuple>
@@ -44,7 +52,8 @@ struct trace_slice {
 
 class trace_recorder {
  public:
-  explicit trace_recorder(int size) : clock_(size, 0), sent_(size, 0) {}
+  explicit trace_recorder(int size) : clock_(size, 0), sent_(size, 0), received_(size, 0), reduced_(size, 0) {}
+  int size() const noexcept { return static_cast<int>(clock_.size()); }
 
   // Every message, ordered by step, then sender, then receiver.
   std::vector<trace_event> events() const {
@@ -65,6 +74,14 @@ class trace_recorder {
     std::lock_guard lk(m_);
     return sent_.at(rank);
   }
+  std::size_t bytes_received(int rank) const {
+    std::lock_guard lk(m_);
+    return received_.at(rank);
+  }
+  std::size_t bytes_reduced(int rank) const {  // the accumulator bytes of its reductions
+    std::lock_guard lk(m_);
+    return reduced_.at(rank);
+  }
   std::size_t messages() const {
     std::lock_guard lk(m_);
     return events_.size();
@@ -81,24 +98,40 @@ class trace_recorder {
 
   // The Chrome trace event format (chrome://tracing, ui.perfetto.dev).
   void write_chrome(std::ostream& os) const {
-    std::lock_guard lk(m_);
     os << "{\"traceEvents\": [\n";
     bool first = true;
+    write_chrome_events(os, 0, first);
+    os << "\n]}\n";
+  }
+  // The events alone, as process `pid`, for files that hold several
+  // recorders; `first` tracks the commas between events.
+  void write_chrome_events(std::ostream& os, int pid, bool& first, const std::string& label = "") const {
+    std::lock_guard lk(m_);
     auto sep = [&] { os << (first ? "  " : ",\n  "); first = false; };
-    for (std::size_t r = 0; r < clock_.size(); ++r) {
+    if (!label.empty()) {
       sep();
-      os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << r
+      os << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << pid << ", \"args\": {\"name\": \"" << label
+         << "\"}}";
+    }
+    std::vector<bool> seen(clock_.size(), !one_rank_);
+    for (const auto& x : slices_) seen.at(x.rank) = true;
+    for (std::size_t r = 0; r < clock_.size(); ++r) {
+      if (!seen[r]) continue;
+      sep();
+      os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid << ", \"tid\": " << r
          << ", \"args\": {\"name\": \"rank " << r << "\"}}";
     }
     for (const auto& x : slices_) {
       sep();
       os << "{\"name\": \"" << x.what << (x.peer >= 0 ? (std::string(x.what) == "send" ? " to " : " from ") : "")
          << (x.peer >= 0 ? std::to_string(x.peer) : std::string()) << "\", \"cat\": \"" << x.what
-         << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << x.rank << ", \"ts\": " << x.start_us
+         << "\", \"ph\": \"X\", \"pid\": " << pid << ", \"tid\": " << x.rank << ", \"ts\": " << x.start_us
          << ", \"dur\": " << std::max(0.0, x.end_us - x.start_us) << ", \"args\": {\"bytes\": " << x.bytes << "}}";
     }
-    os << "\n]}\n";
   }
+  // Only one rank records here (the others are in other processes): name
+  // only its track.
+  void set_one_rank() { one_rank_ = true; }
 
   void clear() {
     std::lock_guard lk(m_);
@@ -107,6 +140,8 @@ class trace_recorder {
     pairs_.clear();
     std::fill(clock_.begin(), clock_.end(), 0);
     std::fill(sent_.begin(), sent_.end(), 0);
+    std::fill(received_.begin(), received_.end(), 0);
+    std::fill(reduced_.begin(), reduced_.end(), 0);
   }
 
  private:
@@ -117,6 +152,7 @@ class trace_recorder {
   }
   void on_slice(trace_slice x) {
     std::lock_guard lk(m_);
+    if (x.peer < 0) reduced_.at(x.rank) += x.bytes;
     slices_.push_back(x);
   }
   struct pair_log {
@@ -129,15 +165,18 @@ class trace_recorder {
     sent_[from] += bytes;
     pairs_[{from, to}].send_clock.push_back(clock_[from]);
   }
-  std::size_t on_post_recv(int from, int to) {
+  std::size_t on_post_recv(int from, int to, std::size_t bytes) {
     std::lock_guard lk(m_);
+    received_.at(to) += bytes;
     return pairs_[{from, to}].posted++;
   }
   void on_recv_done(int from, int to, std::size_t k) {
     int moved_to = -1;
     {
       std::lock_guard lk(m_);
-      const int c = std::max(clock_[to], pairs_[{from, to}].send_clock.at(k) + 1);
+      const auto& sent = pairs_[{from, to}].send_clock;
+      if (k >= sent.size()) return;  // the sender is in another process: no steps
+      const int c = std::max(clock_[to], sent[k] + 1);
       if (c != clock_[to]) moved_to = clock_[to] = c;
     }
     if (moved_to >= 0 && on_step) on_step(to, moved_to);
@@ -148,7 +187,8 @@ class trace_recorder {
   std::vector<trace_event> events_;
   std::vector<trace_slice> slices_;
   std::vector<int> clock_;
-  std::vector<std::size_t> sent_;
+  std::vector<std::size_t> sent_, received_, reduced_;
+  bool one_rank_ = false;
   std::map<std::pair<int, int>, pair_log> pairs_;
 };
 
@@ -165,6 +205,7 @@ struct traced_memory {
   template <class E> void average(std::span<E> data, int ranks) const { inner.average(data, ranks); }
   template <class E>
   void reduce(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) const {
+    if (rec == nullptr) return inner.reduce(o, acc, in, order);
     const double t0 = rec->now_us();
     inner.reduce(o, acc, in, order);
     rec->on_slice({rank, "reduce", -1, acc.size_bytes(), t0, rec->now_us()});
@@ -175,6 +216,8 @@ template <class T>
 class traced_transport {
  public:
   using memory_type = traced_memory<memory_of<T>>;
+  static constexpr const char* name = detail::transport_name<T>();
+  static constexpr bool in_process = detail::transport_in_process<T>();
   struct request {
     typename T::request inner;
     int peer = -1;
@@ -184,16 +227,19 @@ class traced_transport {
   };
 
   traced_transport(T& inner, trace_recorder& rec) : inner_(&inner), rec_(&rec) {}
+  traced_transport(T& inner, trace_recorder* rec) : inner_(&inner), rec_(rec) {}  // null: pass through
   int rank() const noexcept { return inner_->rank(); }
   int size() const noexcept { return inner_->size(); }
   memory_type memory() const noexcept { return {inner_->memory(), rec_, rank()}; }
 
   request isend(int peer, std::span<const std::byte> data) {
+    if (rec_ == nullptr) return {inner_->isend(peer, data)};
     rec_->on_send(rank(), peer, data.size());
     return {inner_->isend(peer, data), peer, 0, data.size(), false, true, rec_->now_us()};
   }
   request irecv(int peer, std::span<std::byte> data) {
-    const std::size_t k = rec_->on_post_recv(peer, rank());
+    if (rec_ == nullptr) return {inner_->irecv(peer, data)};
+    const std::size_t k = rec_->on_post_recv(peer, rank(), data.size());
     return {inner_->irecv(peer, data), peer, k, data.size(), true, true, rec_->now_us()};
   }
   void wait(request& r) {
@@ -208,5 +254,79 @@ class traced_transport {
   T* inner_;
   trace_recorder* rec_;
 };
+
+namespace detail {
+
+// RINGTREE_TRACE=FILE.json: every communicator of the process records its
+// sends, receives and reductions, and the file is rewritten whenever one
+// goes away, so it is complete once the last has. Communicators are told
+// apart by the order in which each rank made them (the same on every rank
+// of a world: collective code runs the same program), and in a Chrome
+// trace each is a process, each rank a thread. When each rank is its own
+// process (MPI, shared memory), rank r writes FILE.rank<r>.json.
+class trace_sink {
+ public:
+  static trace_sink* from_env() {
+    static trace_sink* sink = [] {
+      const char* f = std::getenv("RINGTREE_TRACE");
+      return f == nullptr || *f == '\0' ? nullptr : new trace_sink(f);  // lives until exit
+    }();
+    return sink;
+  }
+
+  // The recorder rank `rank` of this process's `id`-th communicator records into.
+  std::shared_ptr<trace_recorder> open(int id, int rank, int size, bool in_process, const char* transport) {
+    std::lock_guard lk(m_);
+    if (file_.empty()) {
+      file_ = base_;
+      if (!in_process) {
+        const auto dot = base_.rfind(".json");
+        file_ = dot == std::string::npos ? base_ + ".rank" + std::to_string(rank)
+                                         : base_.substr(0, dot) + ".rank" + std::to_string(rank) + ".json";
+      }
+    }
+    auto& e = entries_[{id, size}];
+    if (!e.rec) {
+      e.rec = std::make_shared<trace_recorder>(size);
+      if (!in_process) e.rec->set_one_rank();
+      e.label = std::string("communicator ") + std::to_string(id) + " (" + transport + ", " + std::to_string(size) + " ranks)";
+    }
+    return e.rec;
+  }
+
+  void flush() {
+    std::lock_guard lk(m_);
+    std::ofstream out(file_);
+    out << "{\"traceEvents\": [\n";
+    bool first = true;
+    int pid = 0;
+    for (auto& [key, e] : entries_) e.rec->write_chrome_events(out, pid++, first, e.label);
+    out << "\n]}\n";
+  }
+
+ private:
+  explicit trace_sink(std::string base) : base_(std::move(base)) {}
+  struct entry {
+    std::shared_ptr<trace_recorder> rec;
+    std::string label;
+  };
+  std::mutex m_;
+  std::string base_, file_;
+  std::map<std::pair<int, int>, entry> entries_;
+};
+
+// A communicator's handle on the sink: the file is rewritten when the last
+// copy goes away.
+struct trace_handle {
+  std::shared_ptr<trace_recorder> rec;
+  ~trace_handle() { trace_sink::from_env()->flush(); }
+};
+
+inline int next_communicator_id() noexcept {
+  thread_local int next = 0;
+  return next++;
+}
+
+}  // namespace detail
 
 }  // namespace ringtree

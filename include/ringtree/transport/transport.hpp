@@ -62,4 +62,18 @@ concept transport = requires(T& t, const T& ct, int peer, std::span<const std::b
 template <transport T>
 using memory_of = typename T::memory_type;
 
+namespace detail {
+// A transport's name (T::name, for the cost model's cache file and trace
+// files) and whether all its ranks live in this process (T::in_process);
+// both optional for user transports.
+template <class T> constexpr const char* transport_name() {
+  if constexpr (requires { T::name; }) return T::name;
+  else return "transport";
+}
+template <class T> constexpr bool transport_in_process() {
+  if constexpr (requires { T::in_process; }) return T::in_process;
+  else return false;
+}
+}  // namespace detail
+
 }  // namespace ringtree
