@@ -26,6 +26,7 @@ struct options {
   int root = 0;
   int warmup = 5, iters = 20;
   bool check = true;
+  bool model = false;  // print the cost model's prediction next to each time
   std::string transport = "mpi";
   std::string csv, json, plot;
   bool help = false;
@@ -51,6 +52,8 @@ inline std::string usage() {
       --csv FILE          also write the rows as CSV
       --json FILE         also write the rows as JSON
       --plot FILE.png     draw busbw against size, one line per algorithm (gnuplot)
+  -m, --model             print the cost model's predicted time next to each
+                          measured one (constants: calibrated, or the cache file)
   -h, --help              this text
 Sizes are bytes of the whole buffer, as in nccl-tests: for allgather,
 reduce_scatter, scatter and gather that is all ranks' blocks together.
@@ -112,6 +115,7 @@ inline options parse(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
     if (flag == "-h" || flag == "--help") { o.help = true; continue; }
+    if (flag == "-m" || flag == "--model") { o.model = true; continue; }
     if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);

@@ -35,6 +35,7 @@ struct row {
   double time_us, algbw, busbw;
   long wrong;  // -1: not checked
   double vs_mpi;  // MPI's time / this row's time; 0: no mpi row
+  double model_us;  // the cost model's prediction; 0: none (MPI's rows, or no --model)
 };
 
 // One call of collective `c` on `target` (a communicator or mpi_reference).
@@ -82,14 +83,19 @@ void print_header(const options& o, int n) {
               o.root, o.warmup, o.iters, o.check ? "on" : "off");
   std::printf("# time: mean per call of the slowest rank; algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
               "# vs mpi = MPI's time / this time for the same size (above 1: faster than MPI)\n");
-  std::printf("%-15s %10s %12s %9s %6s %5s %-28s %11s %11s %11s %7s %7s\n", "collective", "size", "count", "type",
-              "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "vs mpi");
+  if (o.model)
+    std::printf("# model(us): alpha * steps + beta * bytes + gamma * reduced bytes (docs/algorithms.md)\n");
+  std::printf("%-15s %10s %12s %9s %6s %5s %-28s %11s", "collective", "size", "count", "type", "redop", "root", "algo",
+              "time(us)");
+  if (o.model) std::printf(" %11s", "model(us)");
+  std::printf(" %11s %11s %7s %7s\n", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "vs mpi");
 }
 
-void print_row(const row& r) {
-  std::printf("%-15s %10s %12zu %9s %6s %5d %-28s %11.2f %11.3f %11.3f %7s %7s\n", r.collective.c_str(),
-              human(r.bytes).c_str(), r.count, r.type.c_str(), r.redop.c_str(), r.root, r.algo.c_str(), r.time_us,
-              r.algbw, r.busbw, r.wrong < 0 ? "-" : std::to_string(r.wrong).c_str(),
+void print_row(const row& r, bool model) {
+  std::printf("%-15s %10s %12zu %9s %6s %5d %-28s %11.2f", r.collective.c_str(), human(r.bytes).c_str(), r.count,
+              r.type.c_str(), r.redop.c_str(), r.root, r.algo.c_str(), r.time_us);
+  if (model) std::printf(" %11s", r.model_us > 0 ? detail::cat(std::round(r.model_us * 100) / 100).c_str() : "-");
+  std::printf(" %11.3f %11.3f %7s %7s\n", r.algbw, r.busbw, r.wrong < 0 ? "-" : std::to_string(r.wrong).c_str(),
               r.vs_mpi > 0 ? detail::cat(std::round(r.vs_mpi * 100) / 100).c_str() : "-");
   std::fflush(stdout);
 }
@@ -97,10 +103,10 @@ void print_row(const row& r) {
 void write_csv(const std::string& file, const std::vector<row>& rows) {
   std::ofstream f(file);
   if (!f) throw error("ringtree-perf", 0, "cannot write " + file);
-  f << "collective,bytes,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong,vs_mpi\n";
+  f << "collective,bytes,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong,vs_mpi,model_us\n";
   for (auto& r : rows)
     f << r.collective << ',' << r.bytes << ',' << r.count << ',' << r.type << ',' << r.redop << ',' << r.root << ','
-      << r.algo << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << ',' << r.vs_mpi << '\n';
+      << r.algo << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << ',' << r.vs_mpi << ',' << r.model_us << '\n';
 }
 
 void write_json(const std::string& file, const std::vector<row>& rows, int n) {
@@ -112,7 +118,7 @@ void write_json(const std::string& file, const std::vector<row>& rows, int n) {
     f << "  {\"collective\": \"" << r.collective << "\", \"bytes\": " << r.bytes << ", \"count\": " << r.count
       << ", \"type\": \"" << r.type << "\", \"redop\": \"" << r.redop << "\", \"root\": " << r.root
       << ", \"algo\": \"" << r.algo << "\", \"time_us\": " << r.time_us << ", \"algbw_GBps\": " << r.algbw
-      << ", \"busbw_GBps\": " << r.busbw << ", \"wrong\": " << r.wrong << ", \"vs_mpi\": " << r.vs_mpi << "}"
+      << ", \"busbw_GBps\": " << r.busbw << ", \"wrong\": " << r.wrong << ", \"vs_mpi\": " << r.vs_mpi << ", \"model_us\": " << r.model_us << "}"
       << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   f << "]}\n";
@@ -158,7 +164,13 @@ int run_on(Transport& t, const options& o) {
         invoke<E>(mpi, collective::allreduce, std::span<E>(a), std::span<E>(b), 16, op::max, 0, algorithm::automatic);
     }
   }
-  if (me == 0) print_header(o, n);
+  const cost_model& model = comm.model().model();  // loads or measures it now, not inside a timed row
+  if (me == 0) {
+    print_header(o, n);
+    std::printf("# cost model: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, +%.3g us per step above %.0f B (%s)\n",
+                model.alpha * 1e6, model.beta * 1e9, model.gamma * 1e9, model.alpha_above * 1e6, model.knee,
+                model.source.c_str());
+  }
   std::vector<row> rows;
   long total_wrong = 0;
   for (collective c : o.collectives) {
@@ -178,10 +190,9 @@ int run_on(Transport& t, const options& o) {
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
         if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a)) continue;
         std::string label = name;
-        if (a == algorithm::automatic && !is_mpi) {  // the bytes the communicator gives the rule: its `in`
-          const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);
-          label += ":" + std::string(to_string(comm.choose(c, in_bytes)));
-        }
+        const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);  // what the tuner is asked
+        const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes) : a;
+        if (a == algorithm::automatic && !is_mpi) label += ":" + std::string(to_string(runs));
         const rt_test::case_desc cd{c, a, o.redop, m, o.root, 1};
         double us;
         long wrong = -1;
@@ -201,8 +212,9 @@ int run_on(Transport& t, const options& o) {
         }
         const double algbw = us > 0 ? bytes / us / 1e3 : 0;
         row r{std::string(to_string(c)), bytes, m, std::string(to_string(dtype_of<E>)), std::string(to_string(o.redop)),
-              o.root, label, name, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !is_mpi) ? mpi_time / us : 0};
-        if (me == 0) print_row(r);
+              o.root, label, name, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !is_mpi) ? mpi_time / us : 0,
+              o.model && !is_mpi ? comm.model().seconds(c, runs, in_bytes) * 1e6 : 0};
+        if (me == 0) print_row(r, o.model);
         rows.push_back(r);
       }
       if (bytes == 0 && o.max_bytes == 0) break;

@@ -1,9 +1,11 @@
 // ringtree-trace: watch a collective move data, step by step, on threads.
-//   ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 [--root 0] [--chrome trace.json]
+//   ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 [--root 0] [--chrome trace.json] [--diagram]
 // Prints, for every step (the longest chain of messages that depend on
-// each other), who sends how much to whom, then every rank's buffer after
-// that step. --chrome writes the same run as a Chrome trace (one track per
-// rank, one slice per send, receive and reduction) for ui.perfetto.dev.
+// each other), which elements each rank sends to whom, then every rank's
+// buffer after that step. --diagram prints only a table of the messages,
+// step by step and rank by rank (the figures of docs/algorithms.md).
+// --chrome writes the same run as a Chrome trace (one track per rank, one
+// slice per send, receive and reduction) for ui.perfetto.dev.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,10 +28,11 @@ struct args {
   int ranks = 4, root = 0;
   std::size_t count = 8;
   std::string chrome;
+  bool diagram = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "ringtree-trace: %s\nusage: ringtree-trace --collective NAME --algo NAME --ranks N --count M [--root R] [--chrome FILE.json]\n", why.c_str());
+  std::fprintf(stderr, "ringtree-trace: %s\nusage: ringtree-trace --collective NAME --algo NAME --ranks N --count M [--root R] [--chrome FILE.json] [--diagram]\n", why.c_str());
   std::exit(2);
 }
 
@@ -38,6 +41,10 @@ args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") usage("show a collective step by step");
+    if (f == "--diagram") {
+      a.diagram = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(f + " needs a value");
     const std::string v = argv[++i];
     try {
@@ -114,6 +121,40 @@ int main(int argc, char** argv) {
   }
   const auto events = rec.events();
   const int steps = rec.steps();
+  // Which elements a message carried: its bytes within the sender's input
+  // or output buffer, else a copy in the algorithm's own scratch space.
+  auto what = [&](const trace_event& e) {
+    const std::size_t k = e.bytes / sizeof(int);
+    for (const auto* buf : {&out[e.from], &in[e.from]}) {
+      const auto* b = reinterpret_cast<const std::byte*>(buf->data());
+      if (!buf->empty() && e.data >= b && e.data + e.bytes <= b + buf->size() * sizeof(int)) {
+        const std::size_t at = static_cast<std::size_t>(e.data - b) / sizeof(int);
+        return k == 1 ? "[" + std::to_string(at) + "]" : "[" + std::to_string(at) + ".." + std::to_string(at + k - 1) + "]";
+      }
+    }
+    return std::to_string(k) + (k == 1 ? " elt" : " elts");
+  };
+  if (a.diagram) {  // steps down, ranks across: what each rank sends, and to whom
+    std::vector<std::vector<std::string>> cell(steps, std::vector<std::string>(n));
+    std::size_t width = 6;
+    for (const auto& e : events) {
+      auto& c = cell[e.step][e.from];
+      c += (c.empty() ? "" : ", ") + what(e) + ">" + std::to_string(e.to);
+      width = std::max(width, c.size());
+    }
+    std::printf("%s, %s, %d ranks, %zu elements%s; [a..b]>r: elements a to b go to rank r\n",
+                std::string(to_string(a.what)).c_str(), std::string(to_string(a.algo)).c_str(), n, m,
+                blocked ? " per block" : "");
+    std::printf("step |");
+    for (int r = 0; r < n; ++r) std::printf(" %-*s |", static_cast<int>(width), ("rank " + std::to_string(r)).c_str());
+    std::printf("\n");
+    for (int s = 0; s < steps; ++s) {
+      std::printf("%4d |", s);
+      for (int r = 0; r < n; ++r) std::printf(" %-*s |", static_cast<int>(width), cell[s][r].c_str());
+      std::printf("\n");
+    }
+    return 0;
+  }
   std::printf("%s, algorithm %s, %d ranks, %zu int32 element%s %s; rank r's element i starts as 100 r + i\n\n",
               std::string(to_string(a.what)).c_str(), std::string(to_string(a.algo)).c_str(), n, m, m == 1 ? "" : "s",
               blocked ? "per block" : "per rank");
@@ -123,7 +164,7 @@ int main(int argc, char** argv) {
     std::printf("\nstep %d:\n", s);
     for (const auto& e : events)
       if (e.step == s)
-        std::printf("  rank %d -> rank %d: %zu element%s\n", e.from, e.to, e.bytes / sizeof(int), e.bytes == sizeof(int) ? "" : "s");
+        std::printf("  rank %d -> rank %d: %s\n", e.from, e.to, what(e).c_str());
     std::printf(" after step %d:\n", s);
     for (int r = 0; r < n; ++r) {
       const std::vector<int>* v = &start[r];

@@ -2,9 +2,12 @@
 // Calibration: measure the cost model's constants on the transport in use,
 // and keep them in a file the user can read and edit.
 //
-//   alpha  a ping-pong of 8 bytes between ranks 0 and 1, both directions
-//          at once as the algorithms exchange: the time of one step;
-//   beta   the same with 1 MiB: the time per byte beyond alpha;
+//   a ping-pong sweep between ranks 0 and 1, both directions at once as
+//   the algorithms exchange, 8 bytes to 1 MiB:
+//     alpha  the time of the 8-byte exchange: one step;
+//     beta   the slope between 256 KiB and 1 MiB: time per byte;
+//     knee   the size after which the time jumps by more than beta
+//            explains (a protocol switch), and alpha_above that jump;
 //   gamma  a float sum of 1 MiB into 1 MiB on ranks 0 and 1: time per byte.
 // Medians of several batches, so one noisy batch does not decide; well
 // under a second. Rank 0's figures are broadcast, so every rank holds the
@@ -67,7 +70,10 @@ inline std::optional<cost_model> read_model(const std::string& path, int rank) {
     if (key == "alpha_us") m.alpha = v * 1e-6, have[0] = true;
     else if (key == "beta_ns_per_byte") m.beta = v * 1e-9, have[1] = true;
     else if (key == "gamma_ns_per_byte") m.gamma = v * 1e-9, have[2] = true;
-    else throw error("cost model", rank, cat(path, ":", no, ": unknown name '", key, "' (alpha_us, beta_ns_per_byte, gamma_ns_per_byte)"));
+    else if (key == "knee_bytes") m.knee = v;
+    else if (key == "alpha_above_knee_us") m.alpha_above = v * 1e-6;
+    else throw error("cost model", rank, cat(path, ":", no, ": unknown name '", key,
+                                             "' (alpha_us, beta_ns_per_byte, gamma_ns_per_byte, knee_bytes, alpha_above_knee_us)"));
   }
   if (!(have[0] && have[1] && have[2]))
     throw error("cost model", rank, cat(path, ": needs alpha_us, beta_ns_per_byte and gamma_ns_per_byte"));
@@ -91,7 +97,8 @@ inline void write_model(const std::string& path, const cost_model& m, const std:
         << "\n# a call's time = alpha * steps + beta * bytes moved + gamma * bytes reduced (see docs/algorithms.md)"
         << "\n# edit to override; delete (or RINGTREE_CALIBRATE=1) to measure again\n"
         << "alpha_us = " << m.alpha * 1e6 << "\nbeta_ns_per_byte = " << m.beta * 1e9 << "\ngamma_ns_per_byte = " << m.gamma * 1e9
-        << "\n";
+        << "\n# steps whose messages are larger than knee_bytes cost alpha_above_knee_us more (0: no knee)"
+        << "\nknee_bytes = " << m.knee << "\nalpha_above_knee_us = " << m.alpha_above * 1e6 << "\n";
     if (!out) return;
   }
   std::filesystem::rename(tmp, path, ec);
@@ -119,8 +126,9 @@ cost_model calibrate(T& t) {
   m.source = "measured";
   if (t.size() == 1) return m;
   auto mem = t.memory();
-  const std::size_t big = std::size_t{1} << 20;
-  double figures[3] = {0, 0, 0};
+  constexpr int lo = 3, hi = 20;  // exchanges of 2^lo .. 2^hi bytes
+  const std::size_t big = std::size_t{1} << hi;
+  double figures[5] = {0, 0, 0, 0, 0};
   if (t.rank() < 2) {
     const int peer = 1 - t.rank();
     auto out = mem.template scratch<std::byte>(big), in = mem.template scratch<std::byte>(big);
@@ -128,20 +136,35 @@ cost_model calibrate(T& t) {
       detail::sendrecv(t, peer, std::span<const std::byte>(out.span().first(bytes)), peer, in.span().first(bytes));
     };
     for (int i = 0; i < 50; ++i) exchange(8);  // warm up: connections, pages, caches
-    const double small = median_seconds(9, 40, [&] { exchange(8); });
     exchange(big);
-    const double large = median_seconds(5, 4, [&] { exchange(big); });
+    double time[hi + 1] = {};
+    for (int k = lo; k <= hi; ++k) {
+      const std::size_t s = std::size_t{1} << k;
+      time[k] = median_seconds(5, s <= (std::size_t{64} << 10) ? 20 : 4, [&] { exchange(s); });
+    }
+    const double beta = std::max(0.0, (time[hi] - time[hi - 2]) / double(big - (big >> 2)));
+    // The protocol switch: the doubling whose time grows most beyond beta's
+    // share, if that is more than half a step (less is noise).
+    double knee = 0, jump = 0;
+    for (int k = lo; k < hi - 2; ++k)
+      if (const double excess = time[k + 1] - time[k] - beta * double(std::size_t{1} << k); excess > jump)
+        jump = excess, knee = double(std::size_t{1} << k);
+    if (jump < 0.5 * time[lo]) knee = 0, jump = 0;
     auto acc = mem.template scratch<float>(big / sizeof(float)), add = mem.template scratch<float>(big / sizeof(float));
     mem.reduce(op::sum, acc.span(), std::span<const float>(add.span()));
     const double reduce = median_seconds(5, 4, [&] { mem.reduce(op::sum, acc.span(), std::span<const float>(add.span())); });
-    figures[0] = small;
-    figures[1] = std::max(0.0, large - small) / big;
-    figures[2] = reduce / big;
+    figures[0] = time[lo];
+    figures[1] = beta;
+    figures[2] = reduce / double(big);
+    figures[3] = knee;
+    figures[4] = jump;
   }
   tree::binomial_broadcast(t, std::span<double>(figures), 0);
   m.alpha = figures[0];
   m.beta = figures[1];
   m.gamma = figures[2];
+  m.knee = figures[3];
+  m.alpha_above = figures[4];
   return m;
 }
 
@@ -165,9 +188,9 @@ cost_model load_or_calibrate(T& t) {
   const std::string mode = cal == nullptr ? "" : cal;
   if (!mode.empty() && mode != "0" && mode != "1")
     throw error("RINGTREE_CALIBRATE", t.rank(), cat("expected 0 or 1, got '", mode, "'"));
-  // {state, alpha, beta, gamma}; state 1: found, 0: measure, 2: use the
-  // built-in constants, -1: rank 0 failed to read the file.
-  double msg[4] = {0, 0, 0, 0};
+  // {state, alpha, beta, gamma, knee, alpha_above}; state 1: found, 0:
+  // measure, 2: use the built-in constants, -1: rank 0 failed to read the file.
+  double msg[6] = {0, 0, 0, 0, 0, 0};
   std::optional<error> failed;
   cost_model m;
   if (t.rank() == 0) {
@@ -176,7 +199,10 @@ cost_model load_or_calibrate(T& t) {
       std::optional<cost_model> found;  // RINGTREE_CALIBRATE=1: measured once per process
       if (auto it = loaded_models().find(path); it != loaded_models().end()) found = it->second;
       else if (mode != "1") found = read_model(path, 0);
-      if (found) msg[0] = 1, msg[1] = found->alpha, msg[2] = found->beta, msg[3] = found->gamma, m.source = found->source;
+      if (found) {
+        msg[0] = 1, msg[1] = found->alpha, msg[2] = found->beta, msg[3] = found->gamma;
+        msg[4] = found->knee, msg[5] = found->alpha_above, m.source = found->source;
+      }
       else if (mode == "0") msg[0] = 2;
     } catch (const error& e) {
       failed = e;
@@ -188,7 +214,7 @@ cost_model load_or_calibrate(T& t) {
   if (msg[0] < 0) throw error("cost model", t.rank(), cat("rank 0 could not read ", path));
   if (msg[0] == 2) return cost_model{};
   if (msg[0] == 1) {
-    m.alpha = msg[1], m.beta = msg[2], m.gamma = msg[3];
+    m.alpha = msg[1], m.beta = msg[2], m.gamma = msg[3], m.knee = msg[4], m.alpha_above = msg[5];
     if (t.rank() != 0) m.source = path + " (rank 0's)";
   } else {
     m = calibrate(t);

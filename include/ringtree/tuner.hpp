@@ -7,12 +7,17 @@
 // folds R bytes into its buffer, takes
 //     alpha * S + beta * W + gamma * R
 // seconds. alpha (per step), beta (per byte moved) and gamma (per byte
-// reduced) are measured on the transport in use (calibration.hpp); the
+// reduced) are measured on the transport in use (calibration.hpp).
+// Transports switch protocol at some message size (Open MPI's shared
+// memory sends up to 4 KiB eagerly, larger ones after a handshake), so a
+// step whose messages are larger than `knee` bytes costs `alpha_above`
+// more, as NCCL's tuner has a latency per protocol. The
 // counts S, W, R of every algorithm are functions of the rank count n and
 // the buffer size here, and tests check them against what the traced
 // transport records. automatic picks the algorithm with the least
 // predicted time.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -96,6 +101,8 @@ struct cost_model {
   double alpha = 5e-6;     // per latency step
   double beta = 1e-10;     // per byte sent or received by the busiest rank
   double gamma = 1e-10;    // per byte reduced by the busiest rank
+  double knee = 0;         // messages above this many bytes (0: none) ...
+  double alpha_above = 0;  // ... cost this much more per step
   std::string source = "built-in defaults";  // or the file it came from, or "measured"
 };
 
@@ -104,7 +111,10 @@ struct cost_counts {
   double steps = 0;    // latency steps: the longest chain of dependent messages
   double bytes = 0;    // the most bytes one rank sends, or receives, whichever is more
   double reduced = 0;  // the most bytes one rank reduces into its buffer
-  double seconds(const cost_model& m) const noexcept { return m.alpha * steps + m.beta * bytes + m.gamma * reduced; }
+  double large_steps = 0;  // steps whose messages are larger than the model's knee
+  double seconds(const cost_model& m) const noexcept {
+    return m.alpha * steps + m.alpha_above * large_steps + m.beta * bytes + m.gamma * reduced;
+  }
 };
 
 // The counts of every algorithm on n ranks. `bytes` is what the call
@@ -123,6 +133,29 @@ class tuner {
   const cost_model& model() const noexcept { return m_; }
 
   cost_counts counts(collective c, algorithm a, std::size_t bytes) const {
+    cost_counts k = base_counts(c, a, bytes);
+    k.large_steps = large_steps(c, a, bytes, k.steps);
+    return k;
+  }
+
+  double seconds(collective c, algorithm a, std::size_t bytes) const { return counts(c, a, bytes).seconds(m_); }
+
+  // The offered algorithm with the least predicted time (the first listed
+  // on a tie). Calls repeat their sizes, so the last answers are kept.
+  algorithm choose(collective c, std::size_t bytes) const {
+    auto& memo = memo_[(static_cast<std::size_t>(c) * 31 + bytes) % memo_.size()];
+    if (memo.bytes == bytes && memo.what == c) return memo.pick;
+    const auto offer = detail::offered(c);
+    algorithm best = offer.front();
+    double best_s = seconds(c, best, bytes);
+    for (auto a : offer.subspan(1))
+      if (const double s = seconds(c, a, bytes); s < best_s) best = a, best_s = s;
+    memo = {bytes, c, best};
+    return best;
+  }
+
+ private:
+  cost_counts base_counts(collective c, algorithm a, std::size_t bytes) const {
     const double n = n_, B = static_cast<double>(bytes);
     if (n_ == 1 || (bytes == 0 && c != collective::barrier)) return {};
     const int lf = std::bit_width(unsigned(n_)) - 1;              // floor(log2 n)
@@ -175,20 +208,56 @@ class tuner {
     return {};
   }
 
-  double seconds(collective c, algorithm a, std::size_t bytes) const { return counts(c, a, bytes).seconds(m_); }
-
-  // The offered algorithm with the least predicted time (the first listed
-  // on a tie).
-  algorithm choose(collective c, std::size_t bytes) const {
-    const auto offer = detail::offered(c);
-    algorithm best = offer.front();
-    double best_s = seconds(c, best, bytes);
-    for (auto a : offer.subspan(1))
-      if (const double s = seconds(c, a, bytes); s < best_s) best = a, best_s = s;
-    return best;
+  // How many of the `steps` steps send messages larger than the knee: each
+  // algorithm's message size per step (chunked ones send chunks).
+  double large_steps(collective c, algorithm a, std::size_t bytes, double steps) const {
+    if (m_.knee <= 0 || steps == 0) return 0;
+    const double n = n_, B = static_cast<double>(bytes), knee = m_.knee;
+    const double ring_chunk = double(tun_.ring_chunk_bytes), tree_chunk = double(tun_.tree_chunk_bytes);
+    const int lf = std::bit_width(unsigned(n_)) - 1;
+    const double p = double(1 << lf), odd = n_ > (1 << lf) ? 1 : 0;
+    auto all_if = [&](double msg) { return msg > knee ? steps : 0.0; };
+    switch (c) {
+      case collective::allreduce:
+        switch (a) {
+          case algorithm::ring: return all_if(std::min(B / n, ring_chunk));
+          case algorithm::recursive_doubling: return all_if(B);
+          case algorithm::tree: return all_if(std::min(B / 2, tree_chunk));
+          case algorithm::rabenseifner: {  // halves, quarters, ... each way; whole buffers to fold in and out
+            double k = B > knee ? 2 * odd : 0;
+            for (double part = B / 2; part >= B / p; part /= 2) k += std::min(part, ring_chunk) > knee ? 2 : 0;
+            return k;
+          }
+          default: return 0;
+        }
+      case collective::broadcast:
+        switch (a) {
+          case algorithm::ring: return all_if(std::min(B, double(tun_.chain_chunk_bytes)));
+          case algorithm::tree: return all_if(std::min(B, tree_chunk));
+          case algorithm::scatter_allgather: return all_if(B / n);
+          default: return all_if(B);
+        }
+      case collective::reduce:
+        switch (a) {
+          case algorithm::ring: return all_if(B / n);
+          case algorithm::tree: return all_if(std::min(B, tree_chunk));
+          default: return all_if(B);
+        }
+      case collective::scatter:
+      case collective::gather:
+        if (a == algorithm::linear) return all_if(B);
+        {  // binomial: subtrees of 1, 2, 4, ... blocks
+          double k = 0;
+          for (int j = 0; j < lf; ++j) k += B * double(1 << j) > knee ? 1 : 0;
+          return k;
+        }
+      case collective::reduce_scatter: return all_if(B / n);
+      case collective::allgather: return all_if(B);
+      case collective::barrier: return 0;
+    }
+    return 0;
   }
 
- private:
   // The double binary tree: the most halves one rank moves and reduces,
   // and the longest chain of dependent messages when each half travels in
   // one chunk or in several. For the chain, the ranks' program order is
@@ -256,6 +325,12 @@ class tuner {
   cost_model m_;
   detail::tuning tun_;
   int tree_moved_ = 0, tree_reduced_ = 0, tree_steps_one_ = 0, tree_steps_many_ = 0;
+  struct memo_entry {
+    std::size_t bytes = ~std::size_t{0};
+    collective what = collective::barrier;
+    algorithm pick = algorithm::automatic;
+  };
+  mutable std::array<memo_entry, 16> memo_{};
 };
 
 }  // namespace ringtree

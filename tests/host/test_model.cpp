@@ -50,6 +50,12 @@ cost_counts traced_counts(int n, collective c, algorithm a, std::size_t count, d
   return got;
 }
 
+cost_model model(double alpha, double beta, double gamma, const char* name, double knee = 0, double above = 0) {
+  cost_model m;
+  m.alpha = alpha, m.beta = beta, m.gamma = gamma, m.knee = knee, m.alpha_above = above, m.source = name;
+  return m;
+}
+
 bool same(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
 // The bytes the tuner is asked about for a call of m elements per rank (or block).
@@ -91,8 +97,12 @@ TEST_CASE("the model's steps, bytes and reduced bytes equal the traced ones for 
 }
 
 TEST_CASE("automatic never picks an algorithm the model ranks more than 10% slower than another") {
-  std::vector<cost_model> models = {cost_model{}, {1e-6, 1e-10, 1e-10, "shm-like"}, {2e-6, 8e-11, 3e-10, "slow reduce"},
-                                    {20e-6, 8e-11, 5e-11, "network"}, {1e-4, 1e-9, 1e-11, "slow network"}};
+  std::vector<cost_model> models = {cost_model{},
+                                    model(1e-6, 1e-10, 1e-10, "shm-like"),
+                                    model(2e-6, 8e-11, 3e-10, "slow reduce"),
+                                    model(0.3e-6, 7e-11, 2e-11, "mpi-like, eager up to 2 KiB", 2048, 2.4e-6),
+                                    model(20e-6, 8e-11, 5e-11, "network"),
+                                    model(1e-4, 1e-9, 1e-11, "slow network")};
   // ... and the constants this machine measures for threads
   local_world(2).run([&](local_transport& t) {
     communicator comm(t);
@@ -122,8 +132,8 @@ TEST_CASE("automatic never picks an algorithm the model ranks more than 10% slow
 
 TEST_CASE("automatic runs the model's pick: latency-bound constants pick recursive doubling, reduction-bound ones the ring") {
   const int n = 6;  // not a power of two: Rabenseifner would tie with the ring on bytes
-  for (auto [m, want] : {std::pair{cost_model{1e-3, 0, 1e-12, "latency"}, algorithm::recursive_doubling},
-                         std::pair{cost_model{1e-12, 0, 1e-3, "reduction"}, algorithm::ring}}) {
+  for (auto [m, want] : {std::pair{model(1e-3, 0, 1e-12, "latency"), algorithm::recursive_doubling},
+                         std::pair{model(1e-12, 0, 1e-3, "reduction"), algorithm::ring}}) {
     CAPTURE(m.source);
     trace_recorder rec(n);
     local_world world(n);
@@ -183,11 +193,13 @@ TEST_CASE("a model file the user wrote overrides calibration; a bad one is an er
   const std::string path = temp_file("user-model");
   scoped_env file("RINGTREE_MODEL_FILE", path);
   {
-    std::ofstream(path) << "# mine\nalpha_us = 250   # a slow network\nbeta_ns_per_byte = 0.5\ngamma_ns_per_byte = 0.25\n";
+    std::ofstream(path) << "# mine\nalpha_us = 250   # a slow network\nbeta_ns_per_byte = 0.5\ngamma_ns_per_byte = 0.25\n"
+                        << "knee_bytes = 4096\nalpha_above_knee_us = 100\n";
     local_world(3).run([&](local_transport& t) {
       communicator comm(t);
       const auto& m = comm.model().model();
-      if (std::abs(m.alpha - 250e-6) > 1e-12 || std::abs(m.beta - 0.5e-9) > 1e-18 || std::abs(m.gamma - 0.25e-9) > 1e-18)
+      if (std::abs(m.alpha - 250e-6) > 1e-12 || std::abs(m.beta - 0.5e-9) > 1e-18 || std::abs(m.gamma - 0.25e-9) > 1e-18 ||
+          m.knee != 4096 || std::abs(m.alpha_above - 100e-6) > 1e-12)
         throw std::runtime_error("the file's constants were not used");
       if (comm.choose(collective::allreduce, 64) != comm.model().choose(collective::allreduce, 64) ||
           comm.choose(collective::allreduce, 64) == algorithm::ring)
@@ -242,4 +254,19 @@ TEST_CASE("a Chrome trace is valid JSON with one send and one receive event per 
   const std::string bad = "{\"traceEvents\": [{\"cat\": \"send\",}]}";
   rt_test::json_reader broken(bad);
   CHECK_THROWS(broken.parse());  // the checker itself can fail
+}
+
+TEST_CASE("steps whose messages pass the knee are counted per algorithm") {
+  const cost_model m = model(1e-6, 0, 0, "knee at 4 KiB", 4096, 1e-6);
+  const tuner t8(8, m);
+  // ring all-reduce of 64 KiB on 8 ranks: 8 KiB blocks, all 14 steps above
+  CHECK(t8.counts(collective::allreduce, algorithm::ring, 64 << 10).large_steps == 14);
+  CHECK(t8.counts(collective::allreduce, algorithm::ring, 16 << 10).large_steps == 0);  // 2 KiB blocks
+  // recursive doubling sends the whole buffer every step
+  CHECK(t8.counts(collective::allreduce, algorithm::recursive_doubling, 8 << 10).large_steps == 3);
+  // Rabenseifner's halves: 32, 16, 8 KiB each way; at 16 KiB total only the first halving and last doubling
+  CHECK(t8.counts(collective::allreduce, algorithm::rabenseifner, 64 << 10).large_steps == 6);
+  CHECK(t8.counts(collective::allreduce, algorithm::rabenseifner, 16 << 10).large_steps == 2);
+  CHECK(t8.seconds(collective::allreduce, algorithm::recursive_doubling, 8 << 10) == doctest::Approx(6e-6));
+  CHECK(tuner(8, model(1e-6, 0, 0, "no knee")).counts(collective::allreduce, algorithm::ring, 1 << 30).large_steps == 0);
 }

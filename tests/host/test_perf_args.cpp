@@ -35,6 +35,9 @@ TEST_CASE("ringtree-perf parses nccl-tests style flags") {
   CHECK(parse_size("-b", "2GB") == (std::size_t{2} << 30));
   CHECK(parse_args({}).max_bytes == (std::size_t{64} << 20));
   CHECK(parse_args({"--help"}).help);
+  CHECK(parse_args({"--model"}).model);
+  CHECK(parse_args({"-m", "-b", "1K"}).min_bytes == 1024);
+  CHECK_FALSE(parse_args({}).model);
 }
 
 TEST_CASE("ringtree-perf rejects bad flags and values with a message that names them") {

@@ -38,6 +38,7 @@ struct trace_event {
   int from;
   int to;
   std::size_t bytes;
+  const std::byte* data;  // where the sender's bytes were: which part of its buffer moved
 };
 
 // A span of time on one rank: a send or receive from post to completion,
@@ -147,8 +148,10 @@ class trace_recorder {
  private:
   template <class T> friend class traced_transport;
   template <class M> friend struct traced_memory;
-  double now_us() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+  // The monotonic clock, which processes on one host share: per-rank files
+  // of one run line up.
+  static double now_us() {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
   void on_slice(trace_slice x) {
     std::lock_guard lk(m_);
@@ -159,9 +162,10 @@ class trace_recorder {
     std::vector<int> send_clock;  // clock of the k-th message on this pair
     std::size_t posted = 0;       // receives posted on this pair
   };
-  void on_send(int from, int to, std::size_t bytes) {
+  void on_send(int from, int to, std::span<const std::byte> data) {
+    const std::size_t bytes = data.size();
     std::lock_guard lk(m_);
-    events_.push_back({clock_[from], from, to, bytes});  // its timing is the send slice's
+    events_.push_back({clock_[from], from, to, bytes, data.data()});  // its timing is the send slice's
     sent_[from] += bytes;
     pairs_[{from, to}].send_clock.push_back(clock_[from]);
   }
@@ -183,7 +187,6 @@ class trace_recorder {
   }
 
   mutable std::mutex m_;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::vector<trace_event> events_;
   std::vector<trace_slice> slices_;
   std::vector<int> clock_;
@@ -234,7 +237,7 @@ class traced_transport {
 
   request isend(int peer, std::span<const std::byte> data) {
     if (rec_ == nullptr) return {inner_->isend(peer, data)};
-    rec_->on_send(rank(), peer, data.size());
+    rec_->on_send(rank(), peer, data);
     return {inner_->isend(peer, data), peer, 0, data.size(), false, true, rec_->now_us()};
   }
   request irecv(int peer, std::span<std::byte> data) {
