@@ -1,0 +1,116 @@
+// ringtree-model: the cost model's predictions, without running anything:
+// which algorithm wins at which rank count and size, for given constants.
+//   ringtree-model [--alpha-us 3] [--gbps 100] [--gamma-ns 0.05] [--knee BYTES --above-us US]
+//                  [--collective allreduce] [--ranks 8,64,...] [--sizes 8,64K,...]
+// Prints a Markdown table per size: predicted time of every algorithm the
+// collective offers, the fastest in bold (docs/algorithms.md shows one).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <ringtree/tuner.hpp>
+
+#include "perf_args.hpp"
+
+using namespace ringtree;
+
+namespace {
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "ringtree-model: %s\nusage: ringtree-model [--alpha-us US] [--gbps G] [--gamma-ns NS] [--knee BYTES --above-us US]\n"
+               "                      [--collective NAME] [--ranks N,N,...] [--sizes SIZE,SIZE,...]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+double number(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !(x >= 0)) usage(flag + ": expected a number >= 0, got '" + v + "'");
+  return x;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t comma = s.find(',', at);
+    out.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string human_time(double s) {
+  char buf[32];
+  if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  else if (s < 1) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cost_model m;
+  m.alpha = 3e-6;
+  m.beta = 8.0 / 100e9;
+  m.gamma = 0.05e-9;
+  m.source = "command line";
+  collective c = collective::allreduce;
+  std::vector<int> ranks = {8, 64, 512, 4096, 65536};
+  std::vector<std::string> sizes = {"8", "64K", "1M", "16M", "256M"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "-h" || f == "--help") usage("predicted times of every algorithm");
+    if (i + 1 >= argc) usage(f + " needs a value");
+    const std::string v = argv[++i];
+    try {
+      if (f == "--alpha-us") m.alpha = number(f, v) * 1e-6;
+      else if (f == "--gbps") m.beta = 8.0 / (number(f, v) * 1e9);
+      else if (f == "--gamma-ns") m.gamma = number(f, v) * 1e-9;
+      else if (f == "--knee") m.knee = number(f, v);
+      else if (f == "--above-us") m.alpha_above = number(f, v) * 1e-6;
+      else if (f == "--collective") c = perf::parse_collective(v);
+      else if (f == "--ranks") {
+        ranks.clear();
+        for (auto& r : split(v)) ranks.push_back(static_cast<int>(perf::detail_::parse_int(f, r, 1, 1 << 20)));
+      } else if (f == "--sizes") sizes = split(v);
+      else usage("unknown flag '" + f + "'");
+    } catch (const error& e) {
+      usage(e.what());
+    }
+  }
+  std::printf("Predicted %s times: alpha %.3g us per step, beta %.3g ns/B (%.0f Gb/s), gamma %.3g ns/B reduced",
+              std::string(to_string(c)).c_str(), m.alpha * 1e6, m.beta * 1e9, 8 / m.beta / 1e9, m.gamma * 1e9);
+  if (m.knee > 0) std::printf(", +%.3g us per step above %.0f B", m.alpha_above * 1e6, m.knee);
+  std::printf(".\n");
+  const auto offer = detail::offered(c);
+  for (const auto& size : sizes) {
+    std::size_t bytes = 0;
+    try {
+      bytes = perf::parse_size("--sizes", size);
+    } catch (const error& e) {
+      usage(e.what());
+    }
+    std::printf("\n%s bytes:\n\n| ranks |", size.c_str());
+    for (auto a : offer) std::printf(" %s |", std::string(to_string(a)).c_str());
+    std::printf(" automatic picks |\n|---:|");
+    for (std::size_t k = 0; k < offer.size(); ++k) std::printf("---:|");
+    std::printf("---|\n");
+    for (int n : ranks) {
+      const tuner t(n, m);
+      const algorithm pick = t.choose(c, bytes);
+      std::printf("| %d |", n);
+      for (auto a : offer) {
+        const std::string cell = human_time(t.seconds(c, a, bytes));
+        std::printf(a == pick ? " **%s** |" : " %s |", cell.c_str());
+      }
+      std::printf(" %s |\n", std::string(to_string(pick)).c_str());
+    }
+  }
+  return 0;
+}
