@@ -68,7 +68,7 @@ std::size_t model_bytes(collective c, std::size_t m, int n) {
 TEST_CASE("the model's steps, bytes and reduced bytes equal the traced ones for every algorithm, n = 1..64") {
   const collective all[] = {collective::allreduce, collective::broadcast,      collective::reduce,    collective::scatter,
                             collective::gather,    collective::reduce_scatter, collective::allgather, collective::barrier};
-  for (int n = 1; n <= 64; ++n) {
+  for (int n = 1; n <= rt_test::max_ranks(64); ++n) {
     int p = 1;
     while (p * 2 <= n) p *= 2;
     const std::size_t m = 2 * std::size_t(n) * p;  // divides into n blocks, p blocks, two halves

@@ -22,59 +22,15 @@
 #include <ringtree/transport/shm.hpp>
 
 #include "../collective_check.hpp"
+#include "../process_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
+using rt_test::outcome;
+using rt_test::run_processes;
 
 namespace {
 
-struct outcome {
-  int status;         // as from waitpid
-  std::string text;   // what the process wrote to its pipe
-};
-
-// Runs body(rank) in n forked processes; each returns an exit code and may
-// write a line to `out`.
-std::vector<outcome> run_processes(int n, const std::function<int(int rank, FILE* out)>& body) {
-  std::vector<pid_t> pids(n);
-  std::vector<int> fds(n);
-  for (int r = 0; r < n; ++r) {
-    int p[2];
-    REQUIRE(pipe(p) == 0);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      close(p[0]);
-      FILE* out = fdopen(p[1], "w");
-      int rc = 99;
-      try {
-        rc = body(r, out);
-      } catch (const std::exception& e) {
-        std::fprintf(out, "%s", e.what());
-        rc = 3;
-      }
-      std::fflush(out);
-      _exit(rc);
-    }
-    close(p[1]);
-    pids[r] = pid;
-    fds[r] = p[0];
-  }
-  std::vector<outcome> res(n);
-  for (int left = n; left > 0;) {  // reap each child as it ends (the texts are short: no pipe fills up)
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    for (int r = 0; r < n; ++r)
-      if (pids[r] == pid) res[r].status = status, --left;
-  }
-  for (int r = 0; r < n; ++r) {
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(fds[r], buf, sizeof buf)) > 0) res[r].text.append(buf, static_cast<std::size_t>(k));
-    close(fds[r]);
-  }
-  return res;
-}
 bool exited_ok(const outcome& o) { return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0; }
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 std::string unique_name(const char* what) { return detail::cat("/ringtree-test-", what, "-", getpid()); }

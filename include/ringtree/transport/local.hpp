@@ -187,11 +187,18 @@ class local_world {
         c.cv.notify_all();
       }
   }
-  // Why a wait on `peer` can never finish, or "" while it still can.
+  // Why a wait on `peer` can never finish, or "" while it still can. Only
+  // the peer's own state counts: a rank whose peer is alive keeps waiting
+  // (the peer may be about to send; if it is stuck behind a failed rank it
+  // fails too, and the chain ends here), so a rank that raised its own,
+  // precise error does not turn everyone else's into "someone failed".
   std::string gone(int peer) const {
-    if (const int f = failed_; f >= 0) return detail::cat("rank ", f, " failed");
-    if (state_[peer] != running) return detail::cat("rank ", peer, " returned from run() without matching this message");
-    return {};
+    const int how = state_[peer];
+    if (how == running) return {};
+    const int first = failed_;
+    const std::string cause = first >= 0 && first != peer ? detail::cat("; rank ", first, " failed first") : "";
+    if (how == running_failed) return detail::cat("rank ", peer, " failed", cause);
+    return detail::cat("rank ", peer, " returned from run() without matching this message", cause);
   }
   template <class Pred>
   void wait_for(int rank, int peer, int world_peer, const char* what, std::unique_lock<std::mutex>& lk,

@@ -1,0 +1,61 @@
+#pragma once
+// faulty_transport<T>: a transport decorator that makes one rank fail in
+// the middle of a collective, after it has posted a given number of sends
+// and receives, the way real failures happen (some messages out, others not).
+//   exit_process: the process ends at once (_Exit), as a crash would;
+//   throw_exit:   the rank's thread throws (a rank of local_world dying);
+//   stall:        the rank sleeps, then goes on, as a descheduled or
+//                 swapping process would.
+// The other ranks and calls pass through untouched.
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include <ringtree/transport/transport.hpp>
+
+namespace rt_test {
+
+enum class fault { none, exit_process, throw_exit, stall };
+
+template <ringtree::transport T>
+class faulty_transport {
+ public:
+  using request = typename T::request;
+  using memory_type = ringtree::memory_of<T>;
+  static constexpr const char* name = ringtree::detail::transport_name<T>();
+  static constexpr bool in_process = ringtree::detail::transport_in_process<T>();
+
+  faulty_transport(T& inner, int faulty_rank, fault f, int after_sends, std::chrono::duration<double> stall = {})
+      : inner_(&inner), faulty_(faulty_rank), fault_(f), after_(after_sends), stall_(stall) {}
+  int rank() const noexcept { return inner_->rank(); }
+  int size() const noexcept { return inner_->size(); }
+  memory_type memory() const noexcept { return inner_->memory(); }
+
+  request isend(int peer, std::span<const std::byte> data) {
+    if (rank() == faulty_ && posted_++ == after_) trigger();
+    return inner_->isend(peer, data);
+  }
+  request irecv(int peer, std::span<std::byte> data) {
+    if (rank() == faulty_ && posted_++ == after_) trigger();
+    return inner_->irecv(peer, data);
+  }
+  void wait(request& r) { inner_->wait(r); }
+
+ private:
+  void trigger() {
+    switch (fault_) {
+      case fault::exit_process: std::_Exit(42);
+      case fault::throw_exit: throw std::runtime_error("injected: this rank died");
+      case fault::stall: std::this_thread::sleep_for(stall_); break;
+      case fault::none: break;
+    }
+  }
+  T* inner_;
+  int faulty_;
+  fault fault_;
+  int after_, posted_ = 0;
+  std::chrono::duration<double> stall_;
+};
+
+}  // namespace rt_test

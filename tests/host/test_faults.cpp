@@ -1,0 +1,280 @@
+// Injected faults on the transports that run here without a launcher:
+// threads (local_world) and processes over shared memory. One rank dies in
+// the middle of a collective, stalls, or calls a different collective; the
+// others must raise a clear ringtree::error within the timeout, name the
+// rank, and free what they hold. Never a hang, never silent. The MPI
+// counterpart is tests/mpi/faults.sh.
+#include <doctest/doctest.h>
+
+#include <sys/mman.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/transport/shm.hpp>
+
+#include "../collective_check.hpp"
+#include "../fault_transport.hpp"
+#include "../process_check.hpp"
+
+using namespace ringtree;
+using namespace std::chrono_literals;
+using rt_test::fault;
+
+namespace {
+
+struct scenario {
+  collective what;
+  algorithm algo;
+};
+// Every collective, with the algorithms that differ most in who waits on whom.
+const scenario scenarios[] = {
+    {collective::allreduce, algorithm::ring},          {collective::allreduce, algorithm::tree},
+    {collective::allreduce, algorithm::recursive_doubling}, {collective::allreduce, algorithm::rabenseifner},
+    {collective::broadcast, algorithm::ring},          {collective::broadcast, algorithm::binomial},
+    {collective::broadcast, algorithm::scatter_allgather}, {collective::reduce, algorithm::tree},
+    {collective::scatter, algorithm::linear},          {collective::gather, algorithm::binomial},
+    {collective::reduce_scatter, algorithm::ring},     {collective::allgather, algorithm::ring},
+    {collective::barrier, algorithm::tree},
+};
+constexpr int n = 4, faulty = 2;
+
+std::string label(const scenario& s) { return std::string(to_string(s.what)) + "/" + std::string(to_string(s.algo)); }
+
+// One call of the scenario; the faulty rank calls another collective when
+// `mismatch` (broadcast, or allreduce where the scenario is a broadcast).
+// Returns "" or the first wrong element.
+template <class Comm>
+std::string call(Comm& comm, const scenario& s, bool mismatch) {
+  scenario mine = s;
+  if (mismatch && comm.rank() == faulty)
+    mine = s.what == collective::broadcast ? scenario{collective::allreduce, algorithm::ring}
+                                           : scenario{collective::broadcast, algorithm::binomial};
+  return rt_test::check<float>(comm, {mine.what, mine.algo, op::sum, 3000, 0, 0});
+}
+
+// What one rank saw: its error (or "") and when, from the call's start.
+struct seen {
+  std::string error;
+  double seconds = 0;
+  int timeout_peer = -1;
+};
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The survivors' verdict, common to both transports: nobody took longer
+// than `limit`; every error is a ringtree::error; at least one names the
+// faulty rank, in one of the forms the transports use. Unless none raised:
+// then none needed the faulty rank (a linear scatter's root has handed
+// every block over before rank 2 dies), and all their results are right.
+void check_survivors(const std::vector<seen>& ranks, double limit, const std::vector<std::string>& names) {
+  bool named = false;
+  int raised = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == faulty) continue;
+    CAPTURE(r);
+    CAPTURE(ranks[r].error);
+    CHECK(ranks[r].seconds < limit);
+    CHECK_FALSE(has(ranks[r].error, "not a ringtree::error"));
+    if (!ranks[r].error.empty()) ++raised;
+    for (const auto& name : names) named = named || has(ranks[r].error, name);
+  }
+  if (raised == 0) {
+    MESSAGE("no survivor needed the faulty rank; all their results are checked right");
+    return;
+  }
+  CHECK(named);
+}
+
+// Runs the scenario on local_world with rank `faulty` failing as told.
+std::vector<seen> run_local(const scenario& s, fault f, std::chrono::duration<double> timeout, bool checked,
+                            bool mismatch) {
+  std::vector<seen> out(n);
+  local_world world(n, timeout);
+  try {
+    world.run([&](local_transport& t) {
+      rt_test::faulty_transport<local_transport> ft(t, faulty, f, 0, 1.5s);
+      communicator_options o;
+      o.checked = checked;
+      o.forced.reset();
+      o.model = cost_model{};
+      communicator comm(ft, o);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto& me = out[t.rank()];
+      try {
+        const std::string wrong = call(comm, s, mismatch);
+        if (!wrong.empty() && t.rank() != faulty) me.error = "WRONG RESULT (not a ringtree::error): " + wrong;
+      } catch (const timeout_error& e) {
+        me.error = e.what();
+        me.timeout_peer = e.peer();
+      } catch (const error& e) {
+        me.error = e.what();
+      } catch (const std::exception& e) {
+        me.error = std::string(e.what()) + (t.rank() == faulty ? "" : " (not a ringtree::error)");
+      }
+      me.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!me.error.empty()) throw std::runtime_error(me.error);  // as a failing program would: leave
+    });
+  } catch (const std::exception&) {
+    // run() rethrows the first failure; each rank's own is in `out`
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("threads: a rank that dies in the middle of any collective is named by the others at once") {
+  for (const auto& s : scenarios) {
+    CAPTURE(label(s));
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto ranks = run_local(s, fault::throw_exit, 30s, false, false);
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // at once, not after the 30 s timeout
+    check_survivors(ranks, 5, {"rank 2 failed", "rank 2 returned"});
+  }
+}
+
+TEST_CASE("threads: a rank that stalls in the middle of any collective: timeout errors, the first naming it") {
+  for (const auto& s : scenarios) {
+    CAPTURE(label(s));
+    const auto ranks = run_local(s, fault::stall, 0.3s, false, false);
+    // The ranks waiting on rank 2 time out after 0.3 s; those waiting on
+    // them learn that those failed, at once.
+    check_survivors(ranks, 0.3 + 1.0, {"for rank 2 (RINGTREE_TIMEOUT)", "rank 2 failed"});
+    bool timed_out_on_2 = false;
+    for (int r = 0; r < n; ++r) timed_out_on_2 = timed_out_on_2 || ranks[r].timeout_peer == faulty;
+    CHECK(timed_out_on_2);
+  }
+}
+
+TEST_CASE("threads: a rank that calls another collective: checked mode names it on every rank") {
+  for (const auto& s : scenarios) {
+    CAPTURE(label(s));
+    const auto ranks = run_local(s, fault::none, 10s, true, true);
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CAPTURE(ranks[r].error);
+      CHECK(has(ranks[r].error, "checked mode: ranks 2 differ from rank 0 in call"));
+      CHECK(ranks[r].seconds < 2);
+    }
+  }
+}
+
+TEST_CASE("threads: unchecked, a rank that calls another collective ends in an error or a result, never a hang") {
+  int raised = 0;
+  for (const auto& s : scenarios) {
+    CAPTURE(label(s));
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto ranks = run_local(s, fault::none, 0.5s, false, true);
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    for (int r = 0; r < n; ++r) raised += ranks[r].error.empty() ? 0 : 1;
+  }
+  // Most mismatches are caught by message sizes or timeouts; when the sizes
+  // happen to line up only checked mode (RINGTREE_CHECK=1) can tell.
+  MESSAGE(raised, " of ", n * std::size(scenarios), " rank-calls raised");
+  CHECK(raised > 0);
+}
+
+namespace {
+
+// The same over shared memory between forked processes. Each rank prints
+// "<seconds> <timeout peer> <error>" to its pipe.
+std::vector<seen> run_shm(const scenario& s, fault f, std::chrono::duration<double> timeout, bool checked,
+                          bool mismatch, const std::string& name, std::vector<rt_test::outcome>* raw = nullptr) {
+  auto res = rt_test::run_processes(n, [&](int rank, FILE* out) {
+    shm_options opt;
+    opt.timeout = timeout;
+    shm_transport t(name, rank, n, opt);
+    rt_test::faulty_transport<shm_transport> ft(t, faulty, f, 0, 2s);
+    communicator_options o;
+    o.checked = checked;
+    o.forced.reset();
+    o.model = cost_model{};
+    communicator comm(ft, o);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string err;
+    int peer = -1;
+    try {
+      const std::string wrong = call(comm, s, mismatch);
+      if (!wrong.empty() && rank != faulty) err = "WRONG RESULT (not a ringtree::error): " + wrong;
+    } catch (const timeout_error& e) {
+      err = e.what();
+      peer = e.peer();
+    } catch (const error& e) {
+      err = e.what();
+    }
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(out, "%.3f %d %s", sec, peer, err.c_str());
+    return err.empty() ? 0 : 7;
+  });
+  if (raw) *raw = res;
+  std::vector<seen> out(n);
+  for (int r = 0; r < n; ++r) {
+    double sec = 0;
+    int peer = -1, used = 0;
+    if (std::sscanf(res[r].text.c_str(), "%lf %d %n", &sec, &peer, &used) >= 2) {
+      out[r].seconds = sec;
+      out[r].timeout_peer = peer;
+      out[r].error = res[r].text.substr(static_cast<std::size_t>(used));
+    } else {
+      out[r].error = res[r].text;  // an exception that escaped (written by run_processes)
+    }
+  }
+  return out;
+}
+
+std::string segment_name(const char* tag) {
+  return "/ringtree-fault-" + std::string(tag) + "-" + std::to_string(::getpid());
+}
+bool segment_gone(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  return fd < 0;
+}
+
+}  // namespace
+
+TEST_CASE("shared memory: a process that dies in the middle of any collective is named by the others, quickly") {
+  for (const auto& s : scenarios) {
+    CAPTURE(label(s));
+    const std::string name = segment_name("exit");
+    std::vector<rt_test::outcome> raw;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto ranks = run_shm(s, fault::exit_process, 60s, false, false, name, &raw);
+    CHECK(std::chrono::steady_clock::now() - t0 < 15s);  // by its death, not the 60 s timeout
+    CHECK(WIFEXITED(raw[faulty].status));
+    CHECK(WEXITSTATUS(raw[faulty].status) == 42);
+    check_survivors(ranks, 15, {"rank 2 (pid"});
+    CHECK(segment_gone(name));
+  }
+}
+
+TEST_CASE("shared memory: a process that stalls in the middle of a collective: a timeout naming it") {
+  for (const auto& s : {scenarios[0], scenarios[5], scenarios[9]}) {
+    CAPTURE(label(s));
+    const std::string name = segment_name("stall");
+    const auto ranks = run_shm(s, fault::stall, 0.5s, false, false, name);
+    check_survivors(ranks, 0.5 + 1.5, {"for rank 2", "rank 2 (pid"});
+    CHECK(segment_gone(name));
+  }
+}
+
+TEST_CASE("shared memory: a process that calls another collective: checked mode names it on every rank") {
+  for (const auto& s : {scenarios[0], scenarios[4], scenarios[8], scenarios[11]}) {
+    CAPTURE(label(s));
+    const std::string name = segment_name("mismatch");
+    const auto ranks = run_shm(s, fault::none, 10s, true, true, name);
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CAPTURE(ranks[r].error);
+      CHECK(has(ranks[r].error, "checked mode: ranks 2 differ from rank 0 in call"));
+    }
+    CHECK(segment_gone(name));
+  }
+}

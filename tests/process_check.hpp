@@ -1,0 +1,65 @@
+#pragma once
+// Runs a test body in forked processes, one per rank, and collects how
+// each ended: what the shared-memory and fault tests need to kill, stall
+// or lose a rank for real.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rt_test {
+
+struct outcome {
+  int status;         // as from waitpid
+  std::string text;   // what the process wrote to its pipe
+};
+
+// Runs body(rank) in n forked processes; each returns an exit code and may
+// write a line to `out`.
+inline std::vector<outcome> run_processes(int n, const std::function<int(int rank, FILE* out)>& body) {
+  std::vector<pid_t> pids(n);
+  std::vector<int> fds(n);
+  for (int r = 0; r < n; ++r) {
+    int p[2];
+    if (pipe(p) != 0) throw std::runtime_error("pipe failed");
+    std::fflush(nullptr);  // or every child would print the parent's pending output again
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      close(p[0]);
+      FILE* out = fdopen(p[1], "w");
+      int rc = 99;
+      try {
+        rc = body(r, out);
+      } catch (const std::exception& e) {
+        std::fprintf(out, "%s", e.what());
+        rc = 3;
+      }
+      std::fflush(out);
+      _exit(rc);
+    }
+    close(p[1]);
+    pids[r] = pid;
+    fds[r] = p[0];
+  }
+  std::vector<outcome> res(n);
+  for (int left = n; left > 0;) {  // reap each child as it ends (the texts are short: no pipe fills up)
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    for (int r = 0; r < n; ++r)
+      if (pids[r] == pid) res[r].status = status, --left;
+  }
+  for (int r = 0; r < n; ++r) {
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fds[r], buf, sizeof buf)) > 0) res[r].text.append(buf, static_cast<std::size_t>(k));
+    close(fds[r]);
+  }
+  return res;
+}
+
+}  // namespace rt_test
