@@ -239,8 +239,15 @@ TEST_CASE("shm: a message of another length than the receiver posted is refused,
         auto s = t.isend(1, buf);
         t.wait(s);
       } else {
+        std::vector<std::byte> next(40);
         auto r = t.irecv(0, buf);
-        t.wait(r);
+        auto r2 = t.irecv(0, next);  // posted behind it: must not complete as if received
+        try {
+          t.wait(r);
+        } catch (const error& e) {
+          std::fprintf(out, "%s\n", e.what());
+        }
+        t.wait(r2);
       }
     } catch (const error& e) {
       std::fprintf(out, "%s", e.what());
@@ -250,4 +257,5 @@ TEST_CASE("shm: a message of another length than the receiver posted is refused,
   });
   CHECK_MESSAGE(WEXITSTATUS(res[1].status) == 7, res[1].text);
   CHECK(has(res[1].text, "rank 0 sent a message of 100 bytes to rank 1, which expected 60"));
+  CHECK(has(res[1].text, "a message from rank 0 was refused earlier"));
 }

@@ -306,6 +306,7 @@ class slot_transport {
     const std::byte* send_buf = nullptr;
     std::size_t bytes = 0, done = 0;
     bool complete = false;
+    int refused_from = -1;  // set when the stream from this peer was refused: wait() raises
   };
 
  public:
@@ -433,8 +434,12 @@ class slot_transport {
         detail::futex_wait(&me()->doorbell, bell, 2'000'000);  // 2 ms, then look again
       me()->sleeping.store(0);
     }
+    const int refused = r.op_->refused_from;
     if (r.op_.use_count() == 1) spare_.push_back(std::move(r.op_));
     r.op_.reset();
+    if (refused >= 0)
+      throw error("recv", rank_, detail::cat("a message from rank ", refused,
+                                              " was refused earlier, so this one cannot be trusted: not received"));
   }
 
  private:
@@ -569,7 +574,7 @@ class slot_transport {
   // After a refused message the stream from `from` cannot be trusted: drop
   // what this rank expected from it, so later waits fail instead of misreading.
   void fail_recv(int from) {
-    for (auto& op : recvs_[from]) op->complete = true;
+    for (auto& op : recvs_[from]) op->complete = true, op->refused_from = from;
     recvs_[from].clear();
   }
 
