@@ -54,11 +54,8 @@ inline std::string model_path(const std::string& transport, int ranks) {
   return cat(dir, "/model-", transport, "-", ranks, "ranks.txt");
 }
 
-// The file's constants, if it exists; a file that does not parse is an
-// error naming the file and line, never silently replaced.
-inline std::optional<cost_model> read_model(const std::string& path, int rank) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+// The constants in a model file's text; `path` names it in errors.
+inline cost_model parse_model(std::istream& in, const std::string& path, int rank) {
   cost_model m;
   m.source = path;
   bool have[3] = {false, false, false};
@@ -82,6 +79,14 @@ inline std::optional<cost_model> read_model(const std::string& path, int rank) {
   if (!(have[0] && have[1] && have[2]))
     throw error("cost model", rank, cat(path, ": needs alpha_us, beta_ns_per_byte and gamma_ns_per_byte"));
   return m;
+}
+
+// The file's constants, if it exists; a file that does not parse is an
+// error naming the file and line, never silently replaced.
+inline std::optional<cost_model> read_model(const std::string& path, int rank) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  return parse_model(in, path, rank);
 }
 
 // Best effort: a cache that cannot be written costs a calibration next time.

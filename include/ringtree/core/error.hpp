@@ -2,18 +2,39 @@
 // One exception type for everything ringtree raises. Each error names the
 // call, the rank and the offending values, plus where in ringtree it was
 // raised, so a message from rank 7 of 64 is enough to act on.
-#include <source_location>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 namespace ringtree {
+
+namespace detail {
+#if defined(__cpp_lib_source_location)
+using source_location = std::source_location;
+#else
+// clang before 15 cannot give libstdc++ its std::source_location (the
+// fuzzers build with Debian's clang 14): the same from the builtins.
+struct source_location {
+  static constexpr source_location current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) noexcept {
+    return {file, line};
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+  const char* file_;
+  unsigned line_;
+};
+#endif
+}  // namespace detail
 
 class error : public std::runtime_error {
  public:
   error(std::string call, int rank, const std::string& what,
-        std::source_location where = std::source_location::current())
+        detail::source_location where = detail::source_location::current())
       : std::runtime_error(format(call, rank, what, where)),
         call_(std::move(call)),
         rank_(rank) {}
@@ -23,7 +44,7 @@ class error : public std::runtime_error {
 
  private:
   static std::string format(const std::string& call, int rank, const std::string& what,
-                            const std::source_location& where) {
+                            const detail::source_location& where) {
     std::ostringstream os;
     os << "ringtree: " << call;
     if (rank >= 0) os << " on rank " << rank;
@@ -42,7 +63,7 @@ class error : public std::runtime_error {
 class timeout_error : public error {
  public:
   timeout_error(std::string call, int rank, int peer, const std::string& what,
-                std::source_location where = std::source_location::current())
+                detail::source_location where = detail::source_location::current())
       : error(std::move(call), rank, what, where), peer_(peer) {}
   int peer() const noexcept { return peer_; }
 

@@ -16,6 +16,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDA_ARCH__)
 #define RINGTREE_X86_DISPATCH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define RINGTREE_X86_DISPATCH 0
@@ -85,7 +86,11 @@ RINGTREE_INLINE void combine_loop(E* __restrict acc, const E* __restrict in, std
 // cannot know the user's -march, and baseline x86-64 (SSE2) leaves half the
 // cache bandwidth unused.
 inline bool cpu_has_avx2_f16c() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID (leaf 1, ECX bit 29): clang 14 does not know the name.
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  }();
   return yes;
 }
 template <class E, class F>

@@ -63,31 +63,38 @@ inline partition partition_layers(std::span<const double> costs, int stages, std
     if (memory[i] > cap)
       throw error(call, -1, detail::cat("layer ", i, " needs ", memory[i], " of memory, more than the cap of ", cap, " per stage"));
   }
-  std::vector<double> pre(n + 1, 0), mem(n + 1, 0);
-  for (int i = 0; i < n; ++i) pre[i + 1] = pre[i] + costs[i], mem[i + 1] = mem[i] + (memory.empty() ? 0 : memory[i]);
-  auto fits = [&](int a, int b) { return mem[b] - mem[a] <= cap; };
   const double inf = std::numeric_limits<double>::infinity();
   // best[s][i]: layers [i, n) in stages s..stages-1; cut[s][i]: where stage s ends.
+  // A stage's cost and memory are summed layer by layer as it grows, not as
+  // differences of prefix sums, which lose small layers next to huge ones.
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> cut(stages, std::vector<int>(n + 1, -1));
   best[stages][n] = 0;
   for (int s = stages - 1; s >= 0; --s)
-    for (int i = n - (stages - s); i >= s; --i)  // leave a layer for each later stage
+    for (int i = n - (stages - s); i >= s; --i) {  // leave a layer for each later stage
+      double cost = 0, held = 0;
       for (int j = i + 1; j <= n - (stages - s - 1); ++j) {
-        if (!fits(i, j)) break;  // longer segments only hold more
-        const double v = std::max(pre[j] - pre[i], best[s + 1][j]);
+        cost += costs[j - 1];
+        held += memory.empty() ? 0 : memory[j - 1];
+        if (!(held <= cap)) break;  // longer segments only hold more
+        const double v = std::max(cost, best[s + 1][j]);
         if (v < best[s][i]) best[s][i] = v, cut[s][i] = j;
       }
-  if (best[0][0] == inf)
-    throw error(call, -1, detail::cat("the layers need ", mem[n], " of memory in all; ", stages,
+    }
+  if (!(best[0][0] < inf)) {
+    double total = 0;
+    for (double m : memory) total += m;
+    throw error(call, -1, detail::cat("the layers need ", total, " of memory in all, or their costs overflow; ", stages,
                                       " stages with a cap of ", cap, " cannot hold them in contiguous stages"));
+  }
   partition p;
   p.first_.push_back(0);
   for (int s = 0, i = 0; s < stages; ++s) p.first_.push_back(i = cut[s][i]);
   p.stage_of_.resize(n);
   for (int s = 0; s < stages; ++s) {
-    p.cost_.push_back(pre[p.first_[s + 1]] - pre[p.first_[s]]);
-    for (int l = p.first_[s]; l < p.first_[s + 1]; ++l) p.stage_of_[l] = s;
+    double cost = 0;
+    for (int l = p.first_[s]; l < p.first_[s + 1]; ++l) p.stage_of_[l] = s, cost += costs[l];
+    p.cost_.push_back(cost);
   }
   p.max_cost_ = best[0][0];
   return p;

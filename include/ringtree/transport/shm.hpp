@@ -97,6 +97,20 @@ struct shm_chunk {
 
 inline std::size_t round64(std::size_t x) { return (x + 63) & ~std::size_t{63}; }
 
+// What another process wrote is checked before it is used. A chunk header:
+// the message's total length must be what this rank posted, and the chunk
+// must fit its slot and what is left; "" if it may be copied.
+inline std::string chunk_problem(int from, int to, std::uint64_t total, std::uint64_t len, std::size_t expected,
+                                 std::size_t done, std::size_t slot_bytes) {
+  if (total != expected)
+    return cat("rank ", from, " sent a message of ", total, " bytes to rank ", to, ", which expected ", expected,
+               " (mismatched collective calls?)");
+  if (len > slot_bytes || len > expected - done || (len == 0 && expected != 0))
+    return cat("corrupt chunk from rank ", from, ": ", len, " bytes in a slot of ", slot_bytes, " with ", expected - done,
+               " left");
+  return {};
+}
+
 struct shm_layout {
   int n;
   std::size_t slots, slot_bytes;
@@ -107,6 +121,22 @@ struct shm_layout {
   std::size_t slots_at() const { return queues_at() + round64(sizeof(shm_queue) * n * n); }
   std::size_t bytes() const { return slots_at() + slot_stride() * slots * n * n; }
 };
+
+// The segment's header: ours, for this many ranks, and its slot geometry
+// adds up to the bytes mapped (with overflow checks: the numbers are not ours).
+inline constexpr std::size_t max_slots = 4096, max_slot_bytes = std::size_t{1} << 30;
+inline bool header_matches(const shm_header& h, int size, std::size_t bytes, bool payload_in_segment) {
+  if (h.magic != shm_magic || h.version != shm_version || h.size != size || h.bytes != bytes || size < 1 ||
+      h.slots == 0 || h.slots > max_slots || h.slot_bytes == 0 || h.slot_bytes > max_slot_bytes)
+    return false;
+  const shm_layout lay{size, h.slots, h.slot_bytes, payload_in_segment};
+  std::size_t per_pair = 0, all = 0, total = 0;
+  if (__builtin_mul_overflow(lay.slot_stride(), h.slots, &per_pair) ||
+      __builtin_mul_overflow(per_pair, static_cast<std::size_t>(size) * static_cast<std::size_t>(size), &all) ||
+      __builtin_add_overflow(all, lay.slots_at(), &total))
+    return false;
+  return total == bytes;
+}
 
 inline void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t expected, long ns) {
   timespec ts{0, ns};
@@ -232,8 +262,7 @@ class shm_segment {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     auto* h = hdr();
-    if (h->magic != shm_magic || h->version != shm_version || h->size != size || h->bytes != bytes_ ||
-        h->slots == 0 || h->slot_bytes == 0 || shm_layout{size, h->slots, h->slot_bytes, payload_}.bytes() != bytes_)
+    if (!detail::header_matches(*h, size, bytes_, payload_))
       throw error("shm_transport", rank, cat(name_, " is not a ringtree segment for ", size, " ranks (it says size ",
                                              h->size, ", ", h->bytes, " bytes)"));
   }
@@ -444,7 +473,10 @@ class slot_transport {
 
  private:
   static shm_options fill(shm_options o, int size) {
-    if (o.slots == 0 || o.slots > 4096) throw error("shm_transport", -1, detail::cat("slots must be 1..4096, got ", o.slots));
+    if (o.slots == 0 || o.slots > detail::max_slots)
+      throw error("shm_transport", -1, detail::cat("slots must be 1..", detail::max_slots, ", got ", o.slots));
+    if (o.slot_bytes > detail::max_slot_bytes)
+      throw error("shm_transport", -1, detail::cat("slot_bytes must be at most ", detail::max_slot_bytes, ", got ", o.slot_bytes));
     if (o.slot_bytes == 0) {
       const std::size_t pairs = static_cast<std::size_t>(size > 0 ? size : 1) * (size > 0 ? size : 1);
       o.slot_bytes = std::clamp<std::size_t>((std::size_t{64} << 20) / (pairs * o.slots), 4096, std::size_t{128} << 10);
@@ -548,16 +580,10 @@ class slot_transport {
       if (q->tail.value.load(std::memory_order_acquire) == head) break;  // nothing new
       const auto* c = slot(from, rank_, head);
       // Lengths come from another process: check them before trusting them.
-      const std::uint64_t total = c->total, len = c->len;
-      if (total != op.bytes) {
+      const std::uint64_t len = c->len;
+      if (auto why = detail::chunk_problem(from, rank_, c->total, len, op.bytes, op.done, lay_.slot_bytes); !why.empty()) {
         fail_recv(from);
-        throw error("recv", rank_, detail::cat("rank ", from, " sent a message of ", total, " bytes to rank ", rank_,
-                                                ", which expected ", op.bytes, " (mismatched collective calls?)"));
-      }
-      if (len > lay_.slot_bytes || len > op.bytes - op.done || (len == 0 && op.bytes != 0)) {
-        fail_recv(from);
-        throw error("recv", rank_, detail::cat("corrupt chunk from rank ", from, ": ", len, " bytes in a slot of ",
-                                                lay_.slot_bytes, " with ", op.bytes - op.done, " left"));
+        throw error("recv", rank_, why);
       }
       if (len != 0) slots_.get(op.recv_buf + op.done, payload(from, rank_, head), len);
       q->head.value.store(head + 1);  // seq_cst: see ring()
