@@ -274,9 +274,19 @@ int main(int argc, char** argv) {
       rc = dispatch(o);
     }
   } catch (const error& e) {
-    if (rank == 0) std::fprintf(stderr, "%s\n", e.what());
+    // Command-line errors are the same on every rank: rank 0 says it. A
+    // failure during the run may be on one rank only: that rank says it.
+    const bool usage_error = e.call() == "ringtree-perf";
+    if (rank == 0 || !usage_error) std::fprintf(stderr, "%s\n", e.what());
     rc = 2;
-    if (e.call() != "ringtree-perf") MPI_Abort(MPI_COMM_WORLD, 2);  // a failure during the run: stop every rank
+    if (!usage_error) {
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 2);  // stop every rank
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringtree-perf on rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
   }
   MPI_Finalize();
   return rc;
