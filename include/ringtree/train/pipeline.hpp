@@ -16,6 +16,7 @@
 #include <deque>
 #include <span>
 #include <string>
+#include <new>
 #include <vector>
 
 #include <ringtree/core/dtype.hpp>
@@ -93,7 +94,14 @@ class stage_link {
       return;
     }
     // Take the message anyway (so the sender is not left waiting), then refuse it.
-    std::vector<std::byte> drain(h.count * element_size(static_cast<dtype>(h.type)));
+    std::vector<std::byte> drain;
+    try {
+      drain.resize(h.count * element_size(static_cast<dtype>(h.type)));
+    } catch (const std::bad_alloc&) {
+      throw error(call, t_->rank(), detail::cat("rank ", peer, " announced ", h.count, " ", to_string(static_cast<dtype>(h.type)),
+                                                " elements, more than this process can hold, where this stage expects ",
+                                                x.size(), ": a mismatched or corrupt message"));
+    }
     auto br = t_->irecv(peer, std::span<std::byte>(drain));
     t_->wait(br);
     throw error(call, t_->rank(),
