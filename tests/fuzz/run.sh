@@ -29,12 +29,14 @@ for name in "${names[@]}"; do
   "$cxx" "${flags[@]}" "$here/fuzz_$name.cpp" -o "$out/fuzz_$name" || { status=1; continue; }
   mkdir -p "$out/corpus_$name"
   echo "--- fuzz_$name: $seconds s"
-  if ! (cd "$out" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 "corpus_$name" "$here/seeds/$name" 2>&1 | grep -E "property failed|ERROR|SUMMARY|stat::number_of_executed_units|stat::peak_rss|Done|crash-"); then
-    :
-  fi
-  if ls "$out"/crash-* "$out"/leak-* "$out"/timeout-* >/dev/null 2>&1; then
-    echo "FAIL: fuzz_$name found an input that breaks it: $(ls "$out"/crash-* "$out"/leak-* "$out"/timeout-* 2>/dev/null)"
+  (cd "$out" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 "corpus_$name" "$here/seeds/$name" >"fuzz_$name.log" 2>&1)
+  rc=$?
+  grep -E "property failed|ERROR|SUMMARY|stat::number_of_executed_units|stat::peak_rss|Done|crash-" "$out/fuzz_$name.log"
+  # libFuzzer exits non-zero and leaves crash-*, leak-* or timeout-* for any finding
+  found=$(cd "$out" && ls | grep -E '^(crash|leak|timeout)-' || true)
+  if [ $rc -ne 0 ] || [ -n "$found" ]; then
+    echo "FAIL: fuzz_$name (exit status $rc) found an input that breaks it: $found (log: $out/fuzz_$name.log)"
     status=1
   fi
 done
