@@ -32,18 +32,6 @@ double number(const std::string& flag, const std::string& v) {
   return x;
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const std::size_t comma = s.find(',', at);
-    out.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return out;
-}
-
 std::string human_time(double s) {
   char buf[32];
   if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
@@ -77,8 +65,8 @@ int main(int argc, char** argv) {
       else if (f == "--collective") c = perf::parse_collective(v);
       else if (f == "--ranks") {
         ranks.clear();
-        for (auto& r : split(v)) ranks.push_back(static_cast<int>(perf::detail_::parse_int(f, r, 1, 1 << 20)));
-      } else if (f == "--sizes") sizes = split(v);
+        for (auto& r : perf::detail_::split(v)) ranks.push_back(static_cast<int>(perf::detail_::parse_int(f, r, 1, 1 << 20)));
+      } else if (f == "--sizes") sizes = perf::detail_::split(v);
       else usage("unknown flag '" + f + "'");
     } catch (const error& e) {
       usage(e.what());

@@ -126,7 +126,14 @@ struct cost_counts {
 // per n, when the tuner is made.
 class tuner {
  public:
-  explicit tuner(int ranks, cost_model model = {}, detail::tuning tun = {}) : n_(ranks), m_(std::move(model)), tun_(tun) {
+  explicit tuner(int ranks, cost_model model = {}, detail::tuning tun = {})
+      : n_(ranks),
+        lf_(std::bit_width(unsigned(ranks)) - 1),
+        lc_(std::bit_width(unsigned(ranks - 1))),
+        p_(double(1 << lf_)),
+        odd_(ranks > (1 << lf_) ? 1 : 0),
+        m_(std::move(model)),
+        tun_(tun) {
     if (n_ > 1) shape_trees();
   }
   int ranks() const noexcept { return n_; }
@@ -156,11 +163,9 @@ class tuner {
 
  private:
   cost_counts base_counts(collective c, algorithm a, std::size_t bytes) const {
-    const double n = n_, B = static_cast<double>(bytes);
+    const double n = n_, B = static_cast<double>(bytes), p = p_, odd = odd_;
+    const int lf = lf_, lc = lc_;
     if (n_ == 1 || (bytes == 0 && c != collective::barrier)) return {};
-    const int lf = std::bit_width(unsigned(n_)) - 1;              // floor(log2 n)
-    const int lc = std::bit_width(unsigned(n_ - 1));              // ceil(log2 n)
-    const double p = double(1 << lf), odd = n_ > (1 << lf) ? 1 : 0;  // largest power of two <= n; ranks folded in?
     switch (c) {
       case collective::allreduce:
         switch (a) {
@@ -214,8 +219,8 @@ class tuner {
     if (m_.knee <= 0 || steps == 0) return 0;
     const double n = n_, B = static_cast<double>(bytes), knee = m_.knee;
     const double ring_chunk = double(tun_.ring_chunk_bytes), tree_chunk = double(tun_.tree_chunk_bytes);
-    const int lf = std::bit_width(unsigned(n_)) - 1;
-    const double p = double(1 << lf), odd = n_ > (1 << lf) ? 1 : 0;
+    const double p = p_, odd = odd_;
+    const int lf = lf_;
     auto all_if = [&](double msg) { return msg > knee ? steps : 0.0; };
     switch (c) {
       case collective::allreduce:
@@ -322,6 +327,8 @@ class tuner {
   }
 
   int n_;
+  int lf_, lc_;      // floor(log2 n), ceil(log2 n)
+  double p_, odd_;   // the largest power of two <= n; 1 if ranks are folded into it
   cost_model m_;
   detail::tuning tun_;
   int tree_moved_ = 0, tree_reduced_ = 0, tree_steps_one_ = 0, tree_steps_many_ = 0;

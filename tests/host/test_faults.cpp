@@ -93,6 +93,32 @@ void check_survivors(const std::vector<seen>& ranks, double limit, const std::ve
   CHECK(named);
 }
 
+// One rank's part, on any transport: the scenario's call through the faulty
+// transport, and what this rank saw.
+template <class T>
+seen attempt(T& ft, const scenario& s, bool checked, bool mismatch) {
+  communicator_options o;
+  o.checked = checked;
+  o.forced.reset();
+  o.model = cost_model{};
+  communicator comm(ft, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  seen me;
+  try {
+    const std::string wrong = call(comm, s, mismatch);
+    if (!wrong.empty() && ft.rank() != faulty) me.error = "WRONG RESULT (not a ringtree::error): " + wrong;
+  } catch (const timeout_error& e) {
+    me.error = e.what();
+    me.timeout_peer = e.peer();
+  } catch (const error& e) {
+    me.error = e.what();
+  } catch (const std::exception& e) {
+    me.error = std::string(e.what()) + (ft.rank() == faulty ? "" : " (not a ringtree::error)");
+  }
+  me.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return me;
+}
+
 // Runs the scenario on local_world with rank `faulty` failing as told.
 std::vector<seen> run_local(const scenario& s, fault f, std::chrono::duration<double> timeout, bool checked,
                             bool mismatch) {
@@ -101,25 +127,7 @@ std::vector<seen> run_local(const scenario& s, fault f, std::chrono::duration<do
   try {
     world.run([&](local_transport& t) {
       rt_test::faulty_transport<local_transport> ft(t, faulty, f, 0, 1.5s);
-      communicator_options o;
-      o.checked = checked;
-      o.forced.reset();
-      o.model = cost_model{};
-      communicator comm(ft, o);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto& me = out[t.rank()];
-      try {
-        const std::string wrong = call(comm, s, mismatch);
-        if (!wrong.empty() && t.rank() != faulty) me.error = "WRONG RESULT (not a ringtree::error): " + wrong;
-      } catch (const timeout_error& e) {
-        me.error = e.what();
-        me.timeout_peer = e.peer();
-      } catch (const error& e) {
-        me.error = e.what();
-      } catch (const std::exception& e) {
-        me.error = std::string(e.what()) + (t.rank() == faulty ? "" : " (not a ringtree::error)");
-      }
-      me.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const seen& me = out[t.rank()] = attempt(ft, s, checked, mismatch);
       if (!me.error.empty()) throw std::runtime_error(me.error);  // as a failing program would: leave
     });
   } catch (const std::exception&) {
@@ -192,26 +200,9 @@ std::vector<seen> run_shm(const scenario& s, fault f, std::chrono::duration<doub
     opt.timeout = timeout;
     shm_transport t(name, rank, n, opt);
     rt_test::faulty_transport<shm_transport> ft(t, faulty, f, 0, 2s);
-    communicator_options o;
-    o.checked = checked;
-    o.forced.reset();
-    o.model = cost_model{};
-    communicator comm(ft, o);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string err;
-    int peer = -1;
-    try {
-      const std::string wrong = call(comm, s, mismatch);
-      if (!wrong.empty() && rank != faulty) err = "WRONG RESULT (not a ringtree::error): " + wrong;
-    } catch (const timeout_error& e) {
-      err = e.what();
-      peer = e.peer();
-    } catch (const error& e) {
-      err = e.what();
-    }
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(out, "%.3f %d %s", sec, peer, err.c_str());
-    return err.empty() ? 0 : 7;
+    const seen me = attempt(ft, s, checked, mismatch);
+    std::fprintf(out, "%.3f %d %s", me.seconds, me.timeout_peer, me.error.c_str());
+    return me.error.empty() ? 0 : 7;
   });
   if (raw) *raw = res;
   std::vector<seen> out(n);
