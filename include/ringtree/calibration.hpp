@@ -35,7 +35,12 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <ringtree/algorithms/tree.hpp>
 #include <ringtree/core/config.hpp>
@@ -55,12 +60,15 @@ inline std::string model_path(const std::string& transport, int ranks) {
 }
 
 // The constants in a model file's text; `path` names it in errors.
+inline constexpr std::size_t max_model_line = 1024;
 inline cost_model parse_model(std::istream& in, const std::string& path, int rank) {
   cost_model m;
   m.source = path;
   bool have[3] = {false, false, false};
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
+    if (line.size() > max_model_line)
+      throw error("cost model", rank, cat(path, ":", no, ": line of ", line.size(), " characters (at most ", max_model_line, ")"));
     line = line.substr(0, line.find('#'));
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::istringstream ls(line);
@@ -82,10 +90,36 @@ inline cost_model parse_model(std::istream& in, const std::string& path, int ran
 }
 
 // The file's constants, if it exists; a file that does not parse is an
-// error naming the file and line, never silently replaced.
+// error naming the file and line, never silently replaced. Only a regular
+// file of at most max_model_file_bytes is read (a FIFO would block, a
+// device like /dev/zero never ends), opened without blocking.
+inline constexpr std::size_t max_model_file_bytes = 64 * 1024;
 inline std::optional<cost_model> read_model(const std::string& path, int rank) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw error("cost model", rank, cat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  std::string text;
+  struct stat st {};
+  const char* problem = nullptr;
+  if (::fstat(fd, &st) != 0) problem = "cannot stat it";
+  else if (S_ISDIR(st.st_mode)) problem = "is a directory, not a model file";
+  else if (!S_ISREG(st.st_mode)) problem = "is not a regular file (a FIFO, device or socket); refusing to read it";
+  else if (static_cast<std::size_t>(st.st_size) > max_model_file_bytes) problem = "is too large for a model file";
+  else {
+    char buf[4096];
+    for (ssize_t k; text.size() <= max_model_file_bytes && (k = ::read(fd, buf, sizeof buf)) != 0;) {
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) { problem = "cannot be read"; break; }
+      text.append(buf, static_cast<std::size_t>(k));
+    }
+    if (text.size() > max_model_file_bytes) problem = "is too large for a model file";  // it grew while read
+  }
+  ::close(fd);
+  if (problem != nullptr)
+    throw error("cost model", rank, cat(path, " ", problem, " (at most ", max_model_file_bytes, " bytes of 'name = value' lines)"));
+  std::istringstream in(text);
   return parse_model(in, path, rank);
 }
 

@@ -42,6 +42,19 @@
 namespace ringtree {
 
 namespace detail {
+// per_rank * n, or nothing where it overflows: a size checked against a
+// product must not pass by wrapping around.
+constexpr std::optional<std::size_t> product_of(std::size_t per_rank, int n) noexcept {
+  std::size_t p = 0;
+  if (__builtin_mul_overflow(per_rank, static_cast<std::size_t>(n), &p)) return std::nullopt;
+  return p;
+}
+// "n * m = p" (or "overflows") for the messages of those checks.
+inline std::string product_text(int n, std::size_t per_rank) {
+  const auto p = product_of(per_rank, n);
+  return p ? cat(n, " * ", per_rank, " = ", *p) : cat(n, " * ", per_rank, ", which overflows");
+}
+
 // RINGTREE_ALGO=ring (or tree, ...): every call that offers it uses it,
 // like NCCL_ALGO; other calls choose as usual.
 inline std::optional<algorithm> env_algorithm() {
@@ -72,6 +85,12 @@ class communicator {
   }
 
   int rank() const noexcept { return t_->rank(); }
+  // Gives up after an error (a timeout_error above all), where the transport
+  // can: over MPI it ends the whole job now (MPI_Abort, like NCCL's
+  // ncclCommAbort); over shared memory the transport refuses every later
+  // call and the peers' waits on this rank raise at once. docs/errors.md
+  // says what else is safe after a timeout on each transport.
+  void abort() requires requires(Transport& t) { t.abort(); } { t_->abort(); }
   int size() const noexcept { return t_->size(); }
   Transport& transport() const noexcept { return *t_; }
   bool checked() const noexcept { return opt_.checked; }
@@ -94,12 +113,13 @@ class communicator {
 
   template <element E>
   void allreduce(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size_bytes());
+    call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size());
     c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
     c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
     finish(c);
     memory().copy(out, in);
-    run_allreduce(c, out, o);
+    if (out.empty()) return;
+    reduce_and_average(out, o, [&](auto data, op ro) { run_allreduce(c, data, ro); }, [](auto data) { return data; });
   }
   template <element E>
   void allreduce(std::span<E> inout, op o = op::sum, algorithm a = algorithm::automatic) {
@@ -108,7 +128,7 @@ class communicator {
 
   template <element E>
   void broadcast(std::span<E> data, int root, algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size_bytes());
+    call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size());
     finish(c);
     if (size() == 1 || data.empty()) return;
     switch (c.algo) {
@@ -123,7 +143,7 @@ class communicator {
   template <element E>
   void reduce(std::span<const E> in, std::span<E> out, int root, op o = op::sum,
               algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::reduce, in.size(), o, root, a, in.size_bytes());
+    call c = start<E>(collective::reduce, in.size(), o, root, a, in.size());
     if (rank() == root) {
       c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
       c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
@@ -138,23 +158,24 @@ class communicator {
       data = work.span();
     }
     mem.copy(data, in);
-    if (size() > 1) {
+    auto reduction = [&](auto d, op ro) {
+      if (size() == 1) return;
       switch (c.algo) {
-        case algorithm::ring: ring::reduce(tt_, data, o, root, opt_.tuning); break;
-        case algorithm::tree: tree::reduce(tt_, data, o, root, opt_.tuning); break;
-        default: tree::binomial_reduce(tt_, data, o, root); break;
+        case algorithm::ring: ring::reduce(tt_, d, ro, root, opt_.tuning); break;
+        case algorithm::tree: tree::reduce(tt_, d, ro, root, opt_.tuning); break;
+        default: tree::binomial_reduce(tt_, d, ro, root); break;
       }
-    }
-    if (o == op::avg && rank() == root) mem.average(data, size());
+    };
+    reduce_and_average(data, o, reduction, [&](auto d) { return rank() == root ? d : d.first(0); });
   }
 
   // The root's `in` holds size() * out.size() elements; rank i receives block i.
   template <element E>
   void scatter(std::span<const E> in, std::span<E> out, int root, algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size_bytes());
+    call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size());
     if (rank() == root) {
-      c.require(in.size() == out.size() * size(), "in.size() = ", in.size(), " on the root but size() * out.size() = ",
-                size(), " * ", out.size(), " = ", out.size() * size());
+      c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(),
+                " on the root but size() * out.size() = ", detail::product_text(size(), out.size()));
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
@@ -165,10 +186,10 @@ class communicator {
   // The root's `out` receives size() * in.size() elements, rank i's in block i.
   template <element E>
   void gather(std::span<const E> in, std::span<E> out, int root, algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size_bytes());
+    call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size());
     if (rank() == root) {
-      c.require(out.size() == in.size() * size(), "out.size() = ", out.size(), " on the root but size() * in.size() = ",
-                size(), " * ", in.size(), " = ", in.size() * size());
+      c.require(detail::product_of(in.size(), size()) == out.size(), "out.size() = ", out.size(),
+                " on the root but size() * in.size() = ", detail::product_text(size(), in.size()));
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
@@ -179,30 +200,33 @@ class communicator {
   // `in` holds size() * out.size() elements; rank i receives block i reduced.
   template <element E>
   void reduce_scatter(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size_bytes());
-    c.require(in.size() == out.size() * size(), "in.size() = ", in.size(), " but size() * out.size() = ", size(),
-              " * ", out.size(), " = ", out.size() * size());
+    call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
+    c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(), " but size() * out.size() = ",
+              detail::product_text(size(), out.size()));
     c.require(!overlap(in, out), "in and out overlap");
     finish(c);
     if (out.empty()) return;
     auto mem = memory();
     auto work = mem.template scratch<E>(in.size());
     mem.copy(work.span(), in);
-    ring::reduce_scatter(tt_, work.span(), o, opt_.tuning);
-    mem.copy(out, std::span<const E>(detail::block_of(work.span(), size(), rank())));
-    if (o == op::avg) mem.average(out, size());
+    auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
+    reduce_and_average(work.span(), o, [&](auto d, op ro) { ring::reduce_scatter(tt_, d, ro, opt_.tuning); }, mine);
+    mem.copy(out, std::span<const E>(mine(work.span())));
   }
 
   // `out` receives size() * in.size() elements, rank i's `in` in block i.
   // `in` may be out's block rank() (in place).
   template <element E>
   void allgather(std::span<const E> in, std::span<E> out, algorithm a = algorithm::automatic) {
-    call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size_bytes());
-    c.require(out.size() == in.size() * size(), "out.size() = ", out.size(), " but size() * in.size() = ", size(),
-              " * ", in.size(), " = ", in.size() * size());
-    auto mine = out.subspan(std::min(out.size(), in.size() * rank()), std::min(in.size(), out.size()));
-    c.require(in.data() == mine.data() || !overlap(in, out), "in overlaps out but is not out's block ", rank());
+    call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size());
+    const bool sized = detail::product_of(in.size(), size()) == out.size();
+    c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
+    // Sliced only once the sizes are known to fit (a hardened standard
+    // library aborts on an out-of-range subspan instead of raising).
+    const std::size_t at = sized ? in.size() * static_cast<std::size_t>(rank()) : 0;
+    if (sized) c.require(in.data() == out.data() + at || !overlap(in, out), "in overlaps out but is not out's block ", rank());
     finish(c);
+    auto mine = out.subspan(at, in.size());
     memory().copy(mine, in);
     ring::allgather(tt_, out);
   }
@@ -265,9 +289,13 @@ class communicator {
     return !a.empty() && !b.empty() && pa < pb + b.size_bytes() && pb < pa + a.size_bytes();
   }
 
+  // `elems`: how many elements the tuner's size is, checked to fit in bytes.
   template <class E>
-  call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t bytes) {
+  call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems) {
+    std::size_t bytes = 0;
+    const bool fits = !__builtin_mul_overflow(elems, sizeof(E), &bytes);
     call c{what, count, dtype_of<E>, o, root, a, rank(), {}, bytes};
+    c.require(fits, elems, " elements of ", to_string(dtype_of<E>), " are more bytes than memory can hold");
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
@@ -325,16 +353,34 @@ class communicator {
 
   template <class E>
   void run_allreduce(const call& c, std::span<E> data, op o) {
-    if (data.empty()) return;
-    if (size() > 1) {
-      switch (c.algo) {
-        case algorithm::ring: ring::allreduce(tt_, data, o, opt_.tuning); break;
-        case algorithm::recursive_doubling: recursive_doubling::allreduce(tt_, data, o); break;
-        case algorithm::rabenseifner: rabenseifner::allreduce(tt_, data, o, opt_.tuning); break;
-        default: tree::allreduce(tt_, data, o, opt_.tuning); break;
+    if (size() == 1) return;
+    switch (c.algo) {
+      case algorithm::ring: ring::allreduce(tt_, data, o, opt_.tuning); break;
+      case algorithm::recursive_doubling: recursive_doubling::allreduce(tt_, data, o); break;
+      case algorithm::rabenseifner: rabenseifner::allreduce(tt_, data, o, opt_.tuning); break;
+      default: tree::allreduce(tt_, data, o, opt_.tuning); break;
+    }
+  }
+
+  // `reduction(span, op)` reduces in place (on any element type); then avg
+  // is finished on the part `kept(span)` this rank keeps. Integer avg is
+  // exact: the reduction runs as a sum on the quotients and again on the
+  // remainders (avg_split in core/reduce.hpp), so no sum can wrap.
+  template <class E, class Reduction, class Kept>
+  void reduce_and_average(std::span<E> data, op o, Reduction reduction, Kept kept) {
+    auto mem = memory();
+    if constexpr (std::integral<E>) {
+      if (o == op::avg && size() > 1) {
+        auto rem = mem.template scratch<std::int64_t>(data.size());
+        mem.split_avg(data, rem.span(), size());
+        reduction(data, op::sum);
+        reduction(rem.span(), op::sum);
+        mem.join_avg(kept(data), std::span<const std::int64_t>(kept(rem.span())), size());
+        return;
       }
     }
-    if (o == op::avg) memory().average(data, size());
+    reduction(data, o);
+    if (o == op::avg) mem.average(kept(data), size());
   }
 
   void open_trace() {

@@ -217,7 +217,15 @@ TEST_CASE("a rank that throws wakes the others; run() rethrows the original erro
 
 TEST_CASE("RINGTREE_TIMEOUT and RINGTREE_CHECK are parsed strictly") {
   setenv("RINGTREE_TIMEOUT", "abc", 1);
-  CHECK_THROWS_WITH_AS(detail::default_timeout(), doctest::Contains("expected a positive number of seconds, got 'abc'"), error);
+  CHECK_THROWS_WITH_AS(detail::default_timeout(), doctest::Contains("expected a number of seconds from 0.001 to 1e+09, got 'abc'"), error);
+  // Below a millisecond every wait would fail at once (1e-300 used to become 0 ns).
+  for (const char* tiny : {"1e-300", "0.0009", "0", "-1", "1e10", "nan", "inf"}) {
+    CAPTURE(tiny);
+    setenv("RINGTREE_TIMEOUT", tiny, 1);
+    CHECK_THROWS_WITH_AS(detail::default_timeout(), doctest::Contains(std::string("got '") + tiny + "'"), error);
+  }
+  setenv("RINGTREE_TIMEOUT", "0.001", 1);
+  CHECK(detail::default_timeout().count() == 0.001);
   setenv("RINGTREE_TIMEOUT", "2.5", 1);
   CHECK(detail::default_timeout().count() == 2.5);
   unsetenv("RINGTREE_TIMEOUT");

@@ -5,9 +5,14 @@
 // restrict pointers (g++ -O2 only vectorises loops whose trip count it can
 // see), then a scalar tail. Integer sum and prod wrap around (computed in
 // unsigned arithmetic, so there is no undefined behaviour); 16-bit floats
-// are computed in float and rounded once per combine.
+// are computed in float and rounded once per combine. A floating-point sum
+// or product that is NaN is the canonical quiet NaN: which payload of two
+// NaN operands survives depends on the order the compiler put them in,
+// which two ranks computing the same element need not share.
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -53,16 +58,22 @@ template <class E> constexpr E narrow(compute_t<E> v) noexcept {
 template <class T>
 using wrap_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
+// One NaN for every NaN result of + and * (a compare and a blend once
+// vectorised: the loops stay memory-bound).
+template <class T> RINGTREE_INLINE constexpr T canonical_nan(T r) noexcept {
+  return r != r ? std::numeric_limits<T>::quiet_NaN() : r;
+}
+
 struct plus {
   template <class T> RINGTREE_INLINE constexpr T operator()(T a, T b) const noexcept {
     if constexpr (std::is_integral_v<T>) return static_cast<T>(wrap_t<T>(a) + wrap_t<T>(b));
-    else return a + b;
+    else return canonical_nan(a + b);
   }
 };
 struct times {
   template <class T> RINGTREE_INLINE constexpr T operator()(T a, T b) const noexcept {
     if constexpr (std::is_integral_v<T>) return static_cast<T>(wrap_t<T>(a) * wrap_t<T>(b));
-    else return a * b;
+    else return canonical_nan(a * b);
   }
 };
 struct minimum {
@@ -202,13 +213,56 @@ void reduce_into(op o, std::span<E> acc, std::span<const E> in, operands order =
   }
 }
 
-// Turns a sum over `ranks` contributions into their mean (integers truncate
-// toward zero, like C++ division).
+// Turns a sum over `ranks` contributions into their mean (floating point;
+// integers take the exact path below).
 template <element E>
 void finish_avg(std::span<E> data, int ranks) noexcept {
   using C = detail::compute_t<E>;
   const C n = static_cast<C>(ranks);
   for (auto& v : data) v = detail::narrow<E>(static_cast<C>(detail::widen(v) / n));
+}
+
+// The exact mean of integers, truncated toward zero, without a wider type
+// on the wire (a sum of n int8 values wraps long before it is divided):
+// each rank contributes q = v / n and r = v % n, which are summed apart.
+// sum(q) cannot overflow (|q| <= |v| / n) and |sum(r)| < n * n, so
+//   mean = sum(q) + sum(r) / n
+// is assembled exactly by avg_join. Host loops and device kernels share
+// these two element functions.
+template <std::integral E>
+RINGTREE_INLINE constexpr std::int64_t avg_split(E& v, int ranks) noexcept {
+  if constexpr (std::is_signed_v<E>) {
+    const std::int64_t x = v, n = ranks;
+    v = static_cast<E>(x / n);
+    return x % n;
+  } else {
+    const std::uint64_t x = v, n = static_cast<std::uint64_t>(ranks);
+    v = static_cast<E>(x / n);
+    return static_cast<std::int64_t>(x % n);
+  }
+}
+template <std::integral E>
+RINGTREE_INLINE constexpr E avg_join(E quotients, std::int64_t remainders, int ranks) noexcept {
+  const std::int64_t a = remainders / ranks, b = remainders % ranks;
+  // quotients + a is within one of the mean, so within E's range; unsigned
+  // arithmetic wraps instead of overflowing in between.
+  const std::uint64_t w = static_cast<std::uint64_t>(static_cast<std::int64_t>(quotients)) + static_cast<std::uint64_t>(a);
+  if constexpr (std::is_signed_v<E>) {
+    std::int64_t s = static_cast<std::int64_t>(w);
+    if (s > 0 && b < 0) --s;       // mean = s + b/n, |b/n| < 1: truncate toward zero
+    else if (s < 0 && b > 0) ++s;
+    return static_cast<E>(s);
+  } else {
+    return static_cast<E>(static_cast<std::uint64_t>(quotients) + static_cast<std::uint64_t>(a));
+  }
+}
+template <std::integral E>
+void split_avg(std::span<E> data, std::span<std::int64_t> remainders, int ranks) noexcept {
+  for (std::size_t i = 0; i < data.size(); ++i) remainders[i] = avg_split(data[i], ranks);
+}
+template <std::integral E>
+void join_avg(std::span<E> data, std::span<const std::int64_t> remainders, int ranks) noexcept {
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = avg_join(data[i], remainders[i], ranks);
 }
 
 // The reference semantics of one combine, for tests and checks.

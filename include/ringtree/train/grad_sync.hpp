@@ -78,17 +78,29 @@ class grad_sync {
       throw error("grad_sync::mark_ready", comm_->rank(), detail::cat("index ", i, " is out of range for ", grads_.size(), " gradients"));
     if (accumulating_) return;
     std::lock_guard lk(m_);
+    synchronized_ = false;
     if (ready_[i]) return;
     ready_[i] = true;
     if (--pending_[bucket_of_[i]] == 0) cv_.notify_all();
   }
 
-  // Waits until every gradient holds the mean (or sum) over ranks.
+  // Waits until every gradient holds the mean (or sum) over ranks. Once per
+  // step: a second call with no mark_ready in between raises (it would
+  // otherwise average zeros, or the averages again).
+  //
+  // Every rank ends the step with one small all-reduce that carries its
+  // step number (every synchronize counts, failed or not) and its first
+  // missing gradient: ranks a step apart (one caught a failed step and went
+  // on) raise on every rank instead of averaging different steps.
   void synchronize() {
     if (accumulating_) return;
     std::int64_t missing = -1;
     {
       std::unique_lock lk(m_);
+      if (synchronized_ && !grads_.empty())
+        throw error("grad_sync::synchronize", comm_->rank(),
+                    detail::cat("called again in step ", step_ - 1, " with no mark_ready since: the gradients already hold ",
+                                opt_.average ? "the mean" : "the sum", "; call it once per step"));
       for (std::size_t i = 0; i < grads_.size() && missing < 0; ++i)
         if (!ready_[i]) missing = static_cast<std::int64_t>(i);
       if (missing >= 0) {  // run the step anyway (zeros), so that no rank is left waiting
@@ -100,25 +112,40 @@ class grad_sync {
           }
         cv_.notify_all();
       }
-      cv_.wait(lk, [&] { return done_ == buckets_.size() || failure_; });
+      // The worker walks every bucket even after a failure (it skips the
+      // rest of a failed step); only then may the step be reset.
+      cv_.wait(lk, [&] { return done_ == buckets_.size(); });
     }
-    if (failure_) reset_step();
-    rethrow_failure();
-    if (!opt_.missing_as_zero) {
-      // Every rank learns whether any rank missed a gradient: one small
-      // all-reduce of (index * ranks + rank), the smallest index winning.
-      const std::int64_t n = comm_->size();
-      std::int64_t key = missing < 0 ? INT64_MAX : missing * n + comm_->rank();
-      comm_->allreduce(std::span<std::int64_t>(&key, 1), op::min);
-      if (key != INT64_MAX) {
-        reset_step();
-        throw error("grad_sync::synchronize", comm_->rank(),
-                    detail::cat("gradient ", key / n, " was never marked ready (on rank ", key % n,
-                                "); set missing_as_zero to let unused parameters count as zero"));
-      }
+    const std::int64_t step = step_++;
+    if (failure_) {
+      reset_step();
+      rethrow_failure();
+    }
+    // One all-reduce (min) of: the smallest (index * ranks + rank) of a
+    // missing gradient, the step, and minus the step (so the max step too).
+    const std::int64_t n = comm_->size();
+    std::int64_t w[3] = {missing < 0 ? INT64_MAX : missing * n + comm_->rank(), step, -step};
+    try {
+      comm_->allreduce(std::span<std::int64_t>(w), op::min);
+    } catch (...) {
+      reset_step();
+      throw;
     }
     reset_step();
+    if (w[1] != -w[2])
+      throw error("grad_sync::synchronize", comm_->rank(),
+                  detail::cat("ranks are at different steps (", w[1], " to ", -w[2], "; this rank: ", step,
+                              "): a rank went on after a failed step, so the gradients were averaged across steps"));
+    if (w[0] != INT64_MAX && !opt_.missing_as_zero)
+      throw error("grad_sync::synchronize", comm_->rank(),
+                  detail::cat("gradient ", w[0] / n, " was never marked ready (on rank ", w[0] % n,
+                              "); set missing_as_zero to let unused parameters count as zero"));
+    std::lock_guard lk(m_);
+    synchronized_ = true;
   }
+
+  // Steps synchronized so far on this rank, failed ones included.
+  std::int64_t step() const noexcept { return step_; }
 
   // Gradient accumulation: while on, mark_ready and synchronize do nothing,
   // so several backward passes add into the gradients locally.
@@ -300,6 +327,8 @@ class grad_sync {
   std::vector<std::size_t> pending_;
   std::size_t done_ = 0;
   bool stop_ = false;
+  bool synchronized_ = false;  // synchronize() ended the step; no mark_ready since
+  std::int64_t step_ = 0;
   std::exception_ptr failure_;
   std::thread worker_;
 };

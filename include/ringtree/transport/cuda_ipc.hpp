@@ -81,6 +81,17 @@ __global__ void average_kernel(E* data, std::size_t n, int ranks) {
     data[i] = V::store(static_cast<C>(V::load(data[i]) / static_cast<C>(ranks)));
 }
 
+template <class E>
+__global__ void split_avg_kernel(E* data, std::int64_t* rem, std::size_t n, int ranks) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    rem[i] = avg_split(data[i], ranks);
+}
+template <class E>
+__global__ void join_avg_kernel(E* data, const std::int64_t* rem, std::size_t n, int ranks) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    data[i] = avg_join(data[i], rem[i], ranks);
+}
+
 inline unsigned grid_for(std::size_t n) {
   const std::size_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 4096 ? (blocks == 0 ? 1 : blocks) : 4096);
@@ -134,6 +145,20 @@ struct device_memory {
     if (data.empty()) return;
     detail::average_kernel<<<detail::grid_for(data.size()), 256, 0, stream>>>(data.data(), data.size(), ranks);
     detail::cuda_check(cudaGetLastError(), "average kernel launch", rank);
+    detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", rank);
+  }
+  // Exact integer avg (avg_split / avg_join in reduce.hpp), elementwise.
+  template <class E>
+  void split_avg(std::span<E> data, std::span<std::int64_t> remainders, int ranks) const {
+    if (data.empty()) return;
+    detail::split_avg_kernel<<<detail::grid_for(data.size()), 256, 0, stream>>>(data.data(), remainders.data(), data.size(), ranks);
+    detail::cuda_check(cudaGetLastError(), "avg split kernel launch", rank);
+  }
+  template <class E>
+  void join_avg(std::span<E> data, std::span<const std::int64_t> remainders, int ranks) const {
+    if (data.empty()) return;
+    detail::join_avg_kernel<<<detail::grid_for(data.size()), 256, 0, stream>>>(data.data(), remainders.data(), data.size(), ranks);
+    detail::cuda_check(cudaGetLastError(), "avg join kernel launch", rank);
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", rank);
   }
 };

@@ -5,7 +5,9 @@
 // copied it out (rendezvous, one copy), so an algorithm that would deadlock
 // on MPI's rendezvous protocol deadlocks here too, and is caught by a
 // timeout instead of hanging. A rank that throws or returns early wakes
-// every waiter with an error naming it.
+// every waiter with an error naming it. After a failed wait a rank's
+// transport is broken: every later call raises, naming the first failure
+// (its unfinished sends were taken back, its receives copy nothing).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -111,13 +114,22 @@ class local_transport {
   // transport's ranks in the new order, `index` this rank's place).
   std::unique_ptr<local_transport> split(int color, int key, std::span<const int> members, int index);
 
+  // Why the transport is broken ("" while it works).
+  const std::string& failure() const noexcept { return broken_; }
+
  private:
+  void check_usable(const char* call) const {
+    if (!broken_.empty())
+      throw error(call, rank_, detail::cat("this transport failed earlier and cannot be used again; the first failure: ", broken_));
+  }
+  void wait_pending(request& r);
   friend class local_world;
   local_transport(local_world& w, std::shared_ptr<detail::local_context> ctx, int rank)
       : world_(&w), ctx_(std::move(ctx)), rank_(rank) {}
   local_world* world_;
   std::shared_ptr<detail::local_context> ctx_;
   int rank_;
+  std::string broken_;  // the first failure; "" while usable
 };
 
 class local_world {
@@ -226,6 +238,7 @@ class local_world {
 inline int local_transport::size() const noexcept { return ctx_->size; }
 
 inline local_transport::request local_transport::isend(int peer, std::span<const std::byte> data) {
+  check_usable("isend");
   auto& c = ctx_->channel(rank_, peer);
   request r;
   r.ch_ = &c;
@@ -238,6 +251,7 @@ inline local_transport::request local_transport::isend(int peer, std::span<const
 }
 
 inline local_transport::request local_transport::irecv(int peer, std::span<std::byte> data) {
+  check_usable("irecv");
   auto& c = ctx_->channel(peer, rank_);
   request r;
   r.ch_ = &c;
@@ -251,6 +265,16 @@ inline local_transport::request local_transport::irecv(int peer, std::span<std::
 
 inline void local_transport::wait(request& r) {
   if (r.ch_ == nullptr) return;
+  check_usable(r.recv_ ? "recv" : "send");
+  try {
+    wait_pending(r);
+  } catch (const error& e) {
+    broken_ = e.what();
+    throw;
+  }
+}
+
+inline void local_transport::wait_pending(request& r) {
   auto& c = *r.ch_;
   std::unique_lock lk(c.m);
   if (!r.recv_) {

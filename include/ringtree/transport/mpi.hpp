@@ -9,6 +9,15 @@
 // MPI_Testall against a deadline, so a peer that stalls or dies raises
 // ringtree::timeout_error naming it instead of hanging.
 //
+// After a failed wait (a timeout, a peer's error) the transport is broken:
+// every later call raises, naming the first failure. Receives still posted
+// are cancelled, so MPI writes into no buffer after the error has been
+// raised; sends still posted may yet be read by MPI. What is safe then
+// (docs/errors.md): destroy the communicator and transport and call
+// MPI_Finalize, or end the job at once with abort() (MPI_Abort, like NCCL's
+// ncclCommAbort), which is what a job whose peers may still be inside the
+// collective should do.
+//
 // Thread levels: synchronous collectives from one thread need only
 // MPI_THREAD_SINGLE (or FUNNELED from the main thread). Anything that runs
 // collectives on a background thread (allreduce_async, grad_sync) needs
@@ -80,6 +89,9 @@ class mpi_transport {
     request() = default;
     request(request&& o) noexcept { *this = std::move(o); }
     request& operator=(request&& o) noexcept {  // the moved-from request is empty: one owner per handle
+      if (this == &o) return *this;
+      abandon();
+      owner_ = o.owner_;
       n_ = std::exchange(o.n_, 0);
       std::copy(o.small_, o.small_ + inline_pieces, small_);
       std::copy(o.small_len_, o.small_len_ + inline_pieces, small_len_);
@@ -89,9 +101,16 @@ class mpi_transport {
       recv_ = o.recv_;
       return *this;
     }
+    // A request never waited for (the stack unwinding after an error) is
+    // handed to the transport, which cancels it if it is a receive.
+    ~request() { abandon(); }
 
    private:
     friend class mpi_transport;
+    void abandon() noexcept {
+      if (n_ != 0 && owner_ != nullptr) owner_->abandon(*this);
+      n_ = 0;
+    }
     static constexpr std::size_t inline_pieces = 4;
     std::size_t count() const noexcept { return n_; }
     MPI_Request* reqs() noexcept { return n_ <= inline_pieces ? small_ : big_.data(); }
@@ -107,6 +126,7 @@ class mpi_transport {
     std::vector<int> big_len_;
     int peer_ = -1;
     bool recv_ = false;
+    mpi_transport* owner_ = nullptr;
   };
 
   explicit mpi_transport(MPI_Comm comm, mpi_options opt = {}) : opt_(opt) {
@@ -129,8 +149,19 @@ class mpi_transport {
   ~mpi_transport() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (finalized || comm_ == MPI_COMM_NULL) return;
+    settle_abandoned();
+    MPI_Comm_free(&comm_);
   }
+
+  // Ends the whole job now (MPI_Abort with `code`): the way out after a
+  // timeout_error when peers may still be inside a collective.
+  [[noreturn]] void abort(int code = 1) const noexcept {
+    MPI_Abort(comm_ != MPI_COMM_NULL ? comm_ : MPI_COMM_WORLD, code);
+    std::abort();  // MPI_Abort does not return; if it did, neither do we
+  }
+  // Why the transport is broken ("" while it works).
+  const std::string& failure() const noexcept { return broken_; }
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
@@ -160,6 +191,7 @@ class mpi_transport {
   }
 
   request isend(int peer, std::span<const std::byte> data) {
+    check_usable("isend");
     request r = start(peer, false, data.size());
     for_pieces(data.size(), [&](std::size_t i, std::size_t off, int len) {
       r.lens()[i] = len;
@@ -169,6 +201,7 @@ class mpi_transport {
   }
 
   request irecv(int peer, std::span<std::byte> data) {
+    check_usable("irecv");
     request r = start(peer, true, data.size());
     for_pieces(data.size(), [&](std::size_t i, std::size_t off, int len) {
       r.lens()[i] = len;
@@ -179,6 +212,19 @@ class mpi_transport {
 
   void wait(request& r) {
     if (r.count() == 0) return;
+    check_usable(r.recv_ ? "recv" : "send");
+    try {
+      wait_pending(r);
+    } catch (const error& e) {
+      broken_ = e.what();
+      abandon(r);
+      r.n_ = 0;
+      throw;
+    }
+  }
+
+ private:
+  void wait_pending(request& r) {
     const int parts = static_cast<int>(r.count());
     MPI_Status small[request::inline_pieces];
     std::vector<MPI_Status> big(r.count() > request::inline_pieces ? r.count() : 0);
@@ -222,13 +268,48 @@ class mpi_transport {
     }
   }
 
- private:
+  void check_usable(const char* call) const {
+    if (!broken_.empty())
+      throw error(call, rank_, detail::cat("this mpi_transport failed earlier and cannot be used again (destroy it, "
+                                           "then MPI_Finalize, or abort() the job); the first failure: ", broken_));
+  }
+  // MPI still owns an unfinished request's pieces: receives are cancelled
+  // (they must not write into buffers that are about to be freed), and all
+  // are kept until the transport is destroyed.
+  void abandon(request& r) noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (std::size_t i = 0; i < r.count() && !finalized; ++i) {
+      MPI_Request& q = r.reqs()[i];
+      if (q == MPI_REQUEST_NULL) continue;
+      if (r.recv_) MPI_Cancel(&q);
+      abandoned_.push_back(q);
+      q = MPI_REQUEST_NULL;
+    }
+    r.n_ = 0;
+  }
+  // At destruction: give cancelled receives a moment to be confirmed, then
+  // let MPI finish or drop the rest on its own (MPI_Request_free).
+  void settle_abandoned() noexcept {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (!abandoned_.empty()) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(abandoned_.size()), abandoned_.data(), &done, MPI_STATUSES_IGNORE);
+      if (done || std::chrono::steady_clock::now() > until) break;
+      sched_yield();
+    }
+    for (auto& q : abandoned_)
+      if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
+    abandoned_.clear();
+  }
+
   static constexpr int tag = 0x5254;  // 'RT'
 
-  request start(int peer, bool recv, std::size_t bytes) const {
+  request start(int peer, bool recv, std::size_t bytes) {
     if (peer < 0 || peer >= size_)
       throw error(recv ? "irecv" : "isend", rank_, detail::cat("peer ", peer, " is out of range for ", size_, " ranks"));
     request r;
+    r.owner_ = this;
     r.peer_ = peer;
     r.recv_ = recv;
     r.reserve(bytes == 0 ? 1 : (bytes + opt_.max_piece_bytes - 1) / opt_.max_piece_bytes);
@@ -251,6 +332,8 @@ class mpi_transport {
   mpi_options opt_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  std::string broken_;                   // the first failure; "" while usable
+  std::vector<MPI_Request> abandoned_;   // requests MPI still owns after a failure
 };
 
 }  // namespace ringtree

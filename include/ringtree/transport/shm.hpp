@@ -21,8 +21,22 @@
 // Hygiene: rank 0 creates the segment with O_EXCL and mode 0600 under an
 // unguessable name (or the launcher's), the others check it is owned by
 // their user, and it is unlinked as soon as every rank has attached, so a
-// crash leaves nothing behind. A segment left by a crashed run (creator
-// dead) is removed and made anew.
+// crash leaves nothing behind (a failed set-up removes it too). A segment
+// left by a crashed run (creator dead, told apart from a reused pid by its
+// start time) is removed by rank 0 and made anew; a rank that finds it
+// first waits for the new one.
+//
+// Who may attach: each rank's line is claimed by compare-and-swap of its
+// pid, so a second process with the same rank gets an error naming the
+// holder; and every attacher must be of the creator's job (job_identity()
+// below: the launcher's job id, or else the parent process), so two jobs
+// that use the same name by mistake raise instead of pairing up.
+//
+// After a failed wait (a timeout, a dead peer, a refused message) the
+// transport is broken: later calls raise naming the first failure, nothing
+// moves any more (so no buffer of the failed call is touched), and the
+// rank's line says it left, so peers waiting on it raise at once. The same
+// happens when a transport is destroyed.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -63,7 +77,7 @@ struct shm_options {
 namespace detail {
 
 inline constexpr std::uint64_t shm_magic = 0x52494e4754524545ull;  // "RINGTREE"
-inline constexpr std::uint32_t shm_version = 1;
+inline constexpr std::uint32_t shm_version = 2;
 
 struct alignas(64) shm_header {
   std::uint64_t magic;
@@ -75,12 +89,15 @@ struct alignas(64) shm_header {
   std::int32_t creator_pid;
   std::atomic<std::int32_t> attached;
   std::atomic<std::uint32_t> ready;
+  std::uint64_t creator_start;  // the creator's start time (/proc), so that a reused pid is not taken for it
+  char job[128];                // the creator's job identity; every attacher must share it
 };
 struct alignas(64) shm_rank {
-  std::atomic<std::int32_t> pid;
+  std::atomic<std::int32_t> pid;         // claimed by compare-and-swap from 0
   std::atomic<std::uint32_t> doorbell;
   std::atomic<std::uint32_t> sleeping;
   std::atomic<std::uint32_t> published;  // `card` below is valid
+  std::atomic<std::uint32_t> left;       // the rank's transport failed or was destroyed
   alignas(64) std::byte card[128];       // what a slot policy shares (a CUDA IPC handle)
 };
 struct alignas(64) shm_counter {
@@ -120,6 +137,16 @@ struct shm_layout {
   std::size_t slot_stride() const { return round64(sizeof(shm_chunk) + (payload_in_segment ? slot_bytes : 0)); }
   std::size_t slots_at() const { return queues_at() + round64(sizeof(shm_queue) * n * n); }
   std::size_t bytes() const { return slots_at() + slot_stride() * slots * n * n; }
+  // bytes(), or 0 where it would overflow (options are the user's numbers).
+  std::size_t checked_bytes() const {
+    std::size_t pairs = 0, per_pair = 0, all = 0, total = 0;
+    const auto un = static_cast<std::size_t>(n);
+    if (__builtin_mul_overflow(un, un, &pairs) || pairs > (std::size_t{1} << 40) ||
+        __builtin_mul_overflow(slot_stride(), slots, &per_pair) || __builtin_mul_overflow(per_pair, pairs, &all) ||
+        __builtin_add_overflow(all, slots_at(), &total))
+      return 0;
+    return total;
+  }
 };
 
 // The segment's header: ours, for this many ranks, and its slot geometry
@@ -145,18 +172,80 @@ inline void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t expected,
 inline void futex_wake(std::atomic<std::uint32_t>* addr) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
-// Alive: exists and is not a zombie (a dead child its parent has not reaped).
-inline bool process_alive(int pid) {
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return false;
-  char path[64];
+// What /proc/PID/stat says of a process: its state, parent and start time
+// (clock ticks since boot). ok is false where it cannot be read.
+struct proc_stat {
+  bool ok = false;
+  char state = 0;
+  int ppid = 0;
+  std::uint64_t start = 0;
+};
+inline proc_stat read_proc_stat(int pid) {
+  proc_stat st;
+  if (pid <= 0) return st;
+  char path[64], buf[1024];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  if (FILE* f = std::fopen(path, "r")) {
-    char state = 0;
-    const int got = std::fscanf(f, "%*d (%*[^)]) %c", &state);
-    std::fclose(f);
-    if (got == 1 && (state == 'Z' || state == 'X')) return false;
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return st;
+  const ssize_t k = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (k <= 0) return st;
+  buf[k] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (p == nullptr) return st;
+  // fields from 3 on: state ppid pgrp session tty tpgid flags minflt cminflt
+  // majflt cmajflt utime stime cutime cstime priority nice threads itreal starttime
+  unsigned long long start = 0;
+  if (std::sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  &st.state, &st.ppid, &start) == 3) {
+    st.start = start;
+    st.ok = true;
   }
-  return true;
+  return st;
+}
+// Alive: exists and is not a zombie (a dead child its parent has not
+// reaped); with `start` (non-zero), also the same process, not a later one
+// that got its pid.
+inline bool process_alive(int pid, std::uint64_t start = 0) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return false;
+  const proc_stat st = read_proc_stat(pid);
+  if (!st.ok) return true;
+  if (st.state == 'Z' || st.state == 'X') return false;
+  return start == 0 || st.start == start;
+}
+// Whether `ancestor` is a parent, grandparent, ... of `pid`.
+inline bool is_ancestor(int ancestor, int pid) {
+  for (int i = 0; i < 64 && pid > 1; ++i) {
+    pid = read_proc_stat(pid).ppid;
+    if (pid == ancestor) return true;
+  }
+  return false;
+}
+
+// Which job this process belongs to, as every rank of a job can tell
+// without talking to the others: RINGTREE_SHM_JOB, else the launcher's job
+// id (Open MPI / PMIx, Slurm, torchrun), else the parent process (a script
+// or program that starts the ranks), with its start time.
+inline std::string job_identity() {
+  for (const char* var : {"RINGTREE_SHM_JOB", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"})
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+      std::string id = cat(var, "=", v);
+      if (const char* step = std::getenv("SLURM_STEP_ID"); step != nullptr && std::string(var) == "SLURM_JOB_ID")
+        id += cat(".", step);
+      return id.substr(0, sizeof(shm_header::job) - 1);
+    }
+  const int parent = static_cast<int>(getppid());
+  return cat("parent ", parent, "@", read_proc_stat(parent).start);
+}
+// A segment made by `creator` with identity `theirs` may be joined by this
+// process (identity `mine`): the same job, or, for jobs known only by their
+// parent process, one of the two started the other (a program that forks
+// its ranks).
+inline bool same_job(const std::string& theirs, const std::string& mine, int creator) {
+  if (theirs == mine) return true;
+  const bool by_parent = theirs.rfind("parent ", 0) == 0 && mine.rfind("parent ", 0) == 0;
+  const int me = static_cast<int>(getpid());
+  return by_parent && (is_ancestor(creator, me) || is_ancestor(me, creator));
 }
 
 // A name nobody can guess: 128 random bits.
@@ -171,7 +260,8 @@ inline std::string random_shm_name() {
   return s;
 }
 
-// The mapped segment: creation, attachment, unlinking.
+// The mapped segment: creation, attachment (claiming this rank's line),
+// unlinking.
 class shm_segment {
  public:
   shm_segment(const std::string& name, int rank, int size, const shm_options& opt, bool payload_in_segment)
@@ -182,8 +272,9 @@ class shm_segment {
       throw error("shm_transport", rank, cat("rank ", rank, " and size ", size, " do not fit"));
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt.timeout);
-    if (rank == 0) create(rank, size, opt);
-    else attach(rank, size, deadline);
+    const std::string job = job_identity();
+    if (rank == 0) create(rank, size, opt, job);
+    else attach(rank, size, deadline, job);
     hdr()->attached.fetch_add(1);
   }
   shm_segment(const shm_segment&) = delete;
@@ -195,6 +286,7 @@ class shm_segment {
   shm_header* hdr() const { return static_cast<shm_header*>(base_); }
   std::byte* base() const { return static_cast<std::byte*>(base_); }
   const std::string& name() const { return name_; }
+  shm_rank* rank_line(int r) const { return reinterpret_cast<shm_rank*>(base() + round64(sizeof(shm_header))) + r; }
   // Rank 0 removes the name once everyone is in; until then it is the only
   // way in, afterwards the mapping lives on without a name.
   void unlink_when_all_attached(int rank, int size, std::chrono::steady_clock::time_point deadline) {
@@ -210,21 +302,33 @@ class shm_segment {
   }
 
  private:
-  void create(int rank, int size, const shm_options& opt) {
+  void create(int rank, int size, const shm_options& opt, const std::string& job) {
     shm_layout lay{size, opt.slots, opt.slot_bytes, payload_};
+    bytes_ = lay.checked_bytes();
+    if (bytes_ == 0)
+      throw error("shm_transport", rank, cat("a segment for ", size, " ranks with ", opt.slots, " slots of ", opt.slot_bytes,
+                                             " bytes per pair is larger than memory can address"));
     int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST && remove_if_stale()) fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0)
-      throw error("shm_transport", rank, cat("cannot create shared memory ", name_, ": ", std::strerror(errno),
-                                             errno == EEXIST ? " (in use by a live process)" : ""));
-    creator_ = true;
-    bytes_ = lay.bytes();
-    if (ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+    if (fd < 0) {
       const int e = errno;
-      close(fd);
-      throw error("shm_transport", rank, cat("cannot size ", name_, " to ", bytes_, " bytes: ", std::strerror(e)));
+      if (e == EEXIST) throw error("shm_transport", rank, cat("rank 0 of ", name_, " is already held by ", holder()));
+      throw error("shm_transport", rank, cat("cannot create shared memory ", name_, ": ", std::strerror(e)));
     }
-    map(fd, rank);
+    creator_ = true;
+    // From here on a failure removes the name again: nothing is left behind.
+    try {
+      if (ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+        const int e = errno;
+        close(fd);
+        throw error("shm_transport", rank, cat("cannot size ", name_, " to ", bytes_, " bytes: ", std::strerror(e)));
+      }
+      map(fd, rank);
+    } catch (...) {
+      shm_unlink(name_.c_str());
+      unlinked_ = true;
+      throw;
+    }
     auto* h = hdr();
     h->magic = shm_magic;
     h->version = shm_version;
@@ -233,14 +337,16 @@ class shm_segment {
     h->slots = lay.slots;
     h->slot_bytes = lay.slot_bytes;
     h->creator_pid = getpid();
+    h->creator_start = read_proc_stat(getpid()).start;
+    std::snprintf(h->job, sizeof h->job, "%s", job.c_str());
+    rank_line(0)->pid.store(getpid());
     h->ready.store(1, std::memory_order_release);
   }
 
-  void attach(int rank, int size, std::chrono::steady_clock::time_point deadline) {
-    int fd = -1;
-    while (true) {  // rank 0 may not have created it yet
-      fd = shm_open(name_.c_str(), O_RDWR, 0);
-      if (fd >= 0) {
+  void attach(int rank, int size, std::chrono::steady_clock::time_point deadline, const std::string& job) {
+    std::string stale;  // a segment of a crashed run seen meanwhile
+    while (true) {  // rank 0 may not have created it (or replaced a stale one) yet
+      if (const int fd = shm_open(name_.c_str(), O_RDWR, 0); fd >= 0) {
         struct stat st {};
         if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
           if (st.st_uid != geteuid() || (st.st_mode & 0077) != 0) {
@@ -250,7 +356,15 @@ class shm_segment {
           }
           bytes_ = static_cast<std::size_t>(st.st_size);
           map(fd, rank);
-          if (hdr()->ready.load(std::memory_order_acquire) == 1) break;
+          if (hdr()->ready.load(std::memory_order_acquire) == 1) {
+            if (!process_alive(hdr()->creator_pid, hdr()->creator_start)) {
+              stale = cat(" (only a segment left by a crashed run was found: its creator, pid ", hdr()->creator_pid,
+                          ", is dead)");
+            } else {
+              join(rank, size, job);
+              return;
+            }
+          }
           munmap(base_, bytes_);
           base_ = nullptr;
         } else {
@@ -258,21 +372,55 @@ class shm_segment {
         }
       }
       if (std::chrono::steady_clock::now() > deadline)
-        throw timeout_error("shm_transport", rank, 0, cat("rank 0 did not create ", name_, " in time (RINGTREE_TIMEOUT)"));
+        throw timeout_error("shm_transport", rank, 0, cat("rank 0 did not create ", name_, " in time (RINGTREE_TIMEOUT)", stale));
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+  }
+
+  // A live segment: it must be ours, of this job, with this rank free.
+  void join(int rank, int size, const std::string& job) {
     auto* h = hdr();
-    if (!detail::header_matches(*h, size, bytes_, payload_))
+    if (!header_matches(*h, size, bytes_, payload_))
       throw error("shm_transport", rank, cat(name_, " is not a ringtree segment for ", size, " ranks (it says size ",
                                              h->size, ", ", h->bytes, " bytes)"));
+    const std::string theirs(h->job, strnlen(h->job, sizeof h->job));
+    if (!same_job(theirs, job, h->creator_pid))
+      throw error("shm_transport", rank, cat(name_, " belongs to another job (made by pid ", h->creator_pid, ", job '", theirs,
+                                             "'; this process: '", job, "'). Two jobs with the same segment name? Give each "
+                                             "its own; ranks not started by one launcher set RINGTREE_SHM_JOB alike"));
+    std::int32_t holder = 0;
+    if (!rank_line(rank)->pid.compare_exchange_strong(holder, static_cast<std::int32_t>(getpid())))
+      throw error("shm_transport", rank, cat("rank ", rank, " of ", name_, " is already held by pid ", holder,
+                                             process_alive(holder) ? "" : " (which has died)",
+                                             ": two processes were given the same rank"));
   }
 
   void map(int fd, int rank) {
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int e = errno;
     close(fd);
-    if (p == MAP_FAILED) throw error("shm_transport", rank, cat("cannot map ", name_, ": ", std::strerror(e)));
+    if (p == MAP_FAILED) throw error("shm_transport", rank, cat("cannot map ", name_, " (", bytes_, " bytes): ", std::strerror(e)));
     base_ = p;
+  }
+
+  // The existing segment's creator, for an error: "pid P (job J)".
+  std::string holder() const {
+    std::string who = "another live process";
+    const int fd = shm_open(name_.c_str(), O_RDONLY, 0);
+    if (fd < 0) return who;
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
+      void* p = mmap(nullptr, sizeof(shm_header), PROT_READ, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        const auto* h = static_cast<const shm_header*>(p);
+        if (h->magic == shm_magic)
+          who = cat("pid ", h->creator_pid, " (job '", std::string(h->job, strnlen(h->job, sizeof h->job)),
+                    "'): two processes were given rank 0, or two jobs the same segment name");
+        munmap(p, sizeof(shm_header));
+      }
+    }
+    close(fd);
+    return who;
   }
 
   // A segment whose creator is dead is what a crashed run left: remove it.
@@ -281,16 +429,17 @@ class shm_segment {
     if (fd < 0) return errno == ENOENT;
     struct stat st {};
     int pid = -1;
+    std::uint64_t start = 0;
     if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
       void* p = mmap(nullptr, sizeof(shm_header), PROT_READ, MAP_SHARED, fd, 0);
       if (p != MAP_FAILED) {
         const auto* h = static_cast<const shm_header*>(p);
-        if (h->magic == shm_magic) pid = h->creator_pid;
+        if (h->magic == shm_magic) pid = h->creator_pid, start = h->creator_start;
         munmap(p, sizeof(shm_header));
       }
     }
     close(fd);
-    if (st.st_uid != geteuid() || process_alive(pid)) return false;
+    if (st.st_uid != geteuid() || process_alive(pid, start)) return false;
     return shm_unlink(name_.c_str()) == 0 || errno == ENOENT;
   }
 
@@ -362,7 +511,6 @@ class slot_transport {
     auto* h = seg_->hdr();
     lay_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes),
                               Slots::payload_in_segment};
-    me()->pid.store(getpid());
     sends_.resize(size);
     recvs_.resize(size);
     const auto deadline = std::chrono::steady_clock::now() +
@@ -381,6 +529,21 @@ class slot_transport {
         }});
     if (rank == 0) seg_->unlink_when_all_attached(rank, size, deadline);
   }
+  slot_transport(slot_transport&&) = default;
+  // Peers still waiting on this rank learn at once that it is gone.
+  ~slot_transport() {
+    if (seg_) leave();
+  }
+
+  // Leaves the communicator now: this transport refuses every later call,
+  // and the peers' waits on this rank raise at once. For a program that
+  // gives up after an error but goes on living.
+  void abort() noexcept {
+    if (broken_.empty()) broken_ = "abort() was called";
+    leave();
+  }
+  // Why the transport is broken ("" while it works).
+  const std::string& failure() const noexcept { return broken_; }
 
   // Without MPI: the name from RINGTREE_SHM_NAME, rank and size from
   // RINGTREE_RANK / RINGTREE_SIZE (or Open MPI's or PMI's variables), so any
@@ -419,6 +582,7 @@ class slot_transport {
   std::size_t slot_bytes() const noexcept { return lay_.slot_bytes; }
 
   request isend(int peer, std::span<const std::byte> data) {
+    check_usable("isend");
     request r = post(peer, false);
     r.op_->send_buf = data.data();
     r.op_->bytes = data.size();
@@ -427,6 +591,7 @@ class slot_transport {
     return r;
   }
   request irecv(int peer, std::span<std::byte> data) {
+    check_usable("irecv");
     request r = post(peer, true);
     r.op_->recv_buf = data.data();
     r.op_->bytes = data.size();
@@ -436,6 +601,19 @@ class slot_transport {
 
   void wait(request& r) {
     if (!r.op_) return;
+    check_usable(r.recv_ ? "recv" : "send");
+    try {
+      wait_pending(r);
+    } catch (const error& e) {
+      broken_ = e.what();
+      r.op_.reset();
+      leave();
+      throw;
+    }
+  }
+
+ private:
+  void wait_pending(request& r) {
     std::chrono::steady_clock::time_point deadline{}, next_check{};
     for (long idle = 0; !r.op_->complete;) {
       const std::uint32_t bell = me()->doorbell.load(std::memory_order_acquire);
@@ -471,7 +649,24 @@ class slot_transport {
                                               " was refused earlier, so this one cannot be trusted: not received"));
   }
 
- private:
+  void check_usable(const char* call) const {
+    if (!broken_.empty())
+      throw error(call, rank_, detail::cat("this transport failed earlier and cannot be used again (make a new one); ",
+                                           "the first failure: ", broken_));
+  }
+  // Nothing moves any more: drop what was queued (those buffers belong to
+  // a call that failed) and tell the peers, waking any that sleep.
+  void leave() noexcept {
+    for (auto& q : sends_) q.clear();
+    for (auto& q : recvs_) q.clear();
+    me()->left.store(1);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) {
+        rank_line(r)->doorbell.fetch_add(1);
+        detail::futex_wake(&rank_line(r)->doorbell);
+      }
+  }
+
   static shm_options fill(shm_options o, int size) {
     if (o.slots == 0 || o.slots > detail::max_slots)
       throw error("shm_transport", -1, detail::cat("slots must be 1..", detail::max_slots, ", got ", o.slots));
@@ -511,9 +706,7 @@ class slot_transport {
     return r;
   }
 
-  detail::shm_rank* rank_line(int r) const {
-    return reinterpret_cast<detail::shm_rank*>(seg_->base() + lay_.ranks_at()) + r;
-  }
+  detail::shm_rank* rank_line(int r) const { return seg_->rank_line(r); }
   detail::shm_rank* me() const { return rank_line(rank_); }
   detail::shm_queue* queue(int from, int to) const {
     return reinterpret_cast<detail::shm_queue*>(seg_->base() + lay_.queues_at()) + (static_cast<std::size_t>(from) * size_ + to);
@@ -609,6 +802,9 @@ class slot_transport {
     const char* what = r.recv_ ? "recv" : "send";
     if (pid != 0 && !detail::process_alive(pid))
       throw error(what, rank_, detail::cat("rank ", r.peer_, " (pid ", pid, ") has died"));
+    if (rank_line(r.peer_)->left.load() != 0)
+      throw error(what, rank_, detail::cat("rank ", r.peer_, " (pid ", pid, ") failed or left the communicator ",
+                                           "(its transport raised, or was destroyed) before this message"));
     if (expired)
       throw timeout_error(what, rank_, r.peer_,
                           detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
@@ -622,6 +818,7 @@ class slot_transport {
   int rank_ = 0, size_ = 1;
   std::vector<std::deque<std::shared_ptr<op_state>>> sends_, recvs_;
   std::vector<std::shared_ptr<op_state>> spare_;
+  std::string broken_;  // the first failure; "" while usable
 };
 
 // Processes on one host, payloads in the shared segment.

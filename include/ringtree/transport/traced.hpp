@@ -206,6 +206,8 @@ struct traced_memory {
   template <class E> buffer<E> scratch(std::size_t n) const { return inner.template scratch<E>(n); }
   template <class E> void copy(std::span<E> dst, std::span<const E> src) const { inner.copy(dst, src); }
   template <class E> void average(std::span<E> data, int ranks) const { inner.average(data, ranks); }
+  template <class E> void split_avg(std::span<E> d, std::span<std::int64_t> r, int ranks) const { inner.split_avg(d, r, ranks); }
+  template <class E> void join_avg(std::span<E> d, std::span<const std::int64_t> r, int ranks) const { inner.join_avg(d, r, ranks); }
   template <class E>
   void reduce(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) const {
     if (rec == nullptr) return inner.reduce(o, acc, in, order);

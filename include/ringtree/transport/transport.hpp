@@ -12,6 +12,7 @@
 // reduce through that memory object, so the same schedule serves both.
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -44,6 +45,15 @@ struct host_memory {
   template <class E>
   void average(std::span<E> data, int ranks) const noexcept {
     finish_avg(data, ranks);
+  }
+  // Exact integer avg (reduce.hpp): split before the sums, join after.
+  template <class E>
+  void split_avg(std::span<E> data, std::span<std::int64_t> remainders, int ranks) const noexcept {
+    ringtree::split_avg(data, remainders, ranks);
+  }
+  template <class E>
+  void join_avg(std::span<E> data, std::span<const std::int64_t> remainders, int ranks) const noexcept {
+    ringtree::join_avg(data, remainders, ranks);
   }
 };
 
