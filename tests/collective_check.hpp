@@ -26,9 +26,9 @@ template <class E> E make(long v) {
   if constexpr (float16_storage<E>) return E(static_cast<float>(v));
   else return static_cast<E>(v);
 }
-template <class E> double show(E v) {
-  if constexpr (float16_storage<E>) return static_cast<double>(static_cast<float>(v));
-  else return static_cast<double>(v);
+template <class E> long double show(E v) {
+  if constexpr (float16_storage<E>) return static_cast<long double>(static_cast<float>(v));
+  else return static_cast<long double>(v);
 }
 
 // Input of rank r at index i. Products stay within half's range: the
@@ -43,11 +43,26 @@ template <class E> E value(op o, int r, std::size_t i, unsigned seed) {
   return make<E>(std::is_unsigned_v<E> ? k : k - 3);
 }
 
+// The expected reduction of element i over n ranks, computed apart from
+// ringtree's kernels (a plain loop in long double: the inputs are small
+// integers, so sums and products are exact), so that a wrong kernel or avg
+// divisor cannot agree with itself. Integer avg truncates the exact mean
+// toward zero; floating avg rounds sum / n once, in E's compute type.
 template <class E> E fold(op o, int n, std::size_t i, unsigned seed) {
-  E acc = value<E>(o, 0, i, seed);
-  for (int r = 1; r < n; ++r) acc = combine_one(o, acc, value<E>(o, r, i, seed));
-  if (o == op::avg) finish_avg(std::span<E>(&acc, 1), n);
-  return acc;
+  long double acc = show(value<E>(o, 0, i, seed));
+  for (int r = 1; r < n; ++r) {
+    const long double v = show(value<E>(o, r, i, seed));
+    switch (o) {
+      case op::sum: case op::avg: acc += v; break;
+      case op::prod: acc *= v; break;
+      case op::min: acc = v < acc ? v : acc; break;
+      case op::max: acc = v > acc ? v : acc; break;
+    }
+  }
+  if (o != op::avg) return make<E>(static_cast<long>(acc));
+  if constexpr (std::is_integral_v<E>) return static_cast<E>(static_cast<long long>(acc) / n);
+  else if constexpr (float16_storage<E>) return E(static_cast<float>(acc) / static_cast<float>(n));
+  else return static_cast<E>(static_cast<E>(acc) / static_cast<E>(n));
 }
 
 template <class E> bool same_bits(E a, E b) { return std::memcmp(&a, &b, sizeof(E)) == 0; }

@@ -77,6 +77,7 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 void check_survivors(const std::vector<seen>& ranks, double limit, const std::vector<std::string>& names) {
   bool named = false;
   int raised = 0;
+  CHECK_MESSAGE(!has(ranks[faulty].error, "WRONG RESULT"), ranks[faulty].error);
   for (int r = 0; r < n; ++r) {
     if (r == faulty) continue;
     CAPTURE(r);
@@ -106,7 +107,9 @@ seen attempt(T& ft, const scenario& s, bool checked, bool mismatch) {
   seen me;
   try {
     const std::string wrong = call(comm, s, mismatch);
-    if (!wrong.empty() && ft.rank() != faulty) me.error = "WRONG RESULT (not a ringtree::error): " + wrong;
+    // Any rank, the faulty one too, that returns normally must hold the
+    // reference result of the call it made.
+    if (!wrong.empty()) me.error = "WRONG RESULT (not a ringtree::error): " + wrong;
   } catch (const timeout_error& e) {
     me.error = e.what();
     me.timeout_peer = e.peer();
@@ -181,7 +184,11 @@ TEST_CASE("threads: unchecked, a rank that calls another collective ends in an e
     const auto t0 = std::chrono::steady_clock::now();
     const auto ranks = run_local(s, fault::none, 0.5s, false, true);
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
-    for (int r = 0; r < n; ++r) raised += ranks[r].error.empty() ? 0 : 1;
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CHECK_MESSAGE(!has(ranks[r].error, "WRONG RESULT"), ranks[r].error);  // raised, or right: never wrong
+      raised += ranks[r].error.empty() ? 0 : 1;
+    }
   }
   // Most mismatches are caught by message sizes or timeouts; when the sizes
   // happen to line up only checked mode (RINGTREE_CHECK=1) can tell.

@@ -1,6 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
 #include <cmath>
 #include <random>
 #include <string>
@@ -8,9 +14,13 @@
 
 #include <ringtree/ringtree.hpp>
 #include <ringtree/train/grad_sync.hpp>
+#include <ringtree/transport/shm.hpp>
+
+#include "../process_check.hpp"
 
 
 using namespace ringtree;
+using namespace std::chrono_literals;
 
 #include "../train_check.hpp"
 
@@ -173,4 +183,195 @@ TEST_CASE("grad_sync: a gradient never marked ready raises on every rank, or cou
       }
     }
   }
+}
+
+// ---- Nothing silent: failed steps, a rank a step behind, a second
+// synchronize, buckets of several pieces. Every step on every rank must
+// either raise or give the exact mean; a normal return with other numbers
+// is the failure these tests exist for.
+namespace {
+
+// Fails (throws, before posting anything) the first post after arm(): a
+// clean failure at a chosen step.
+template <class T>
+class failing_transport {
+ public:
+  using request = typename T::request;
+  using memory_type = memory_of<T>;
+  static constexpr const char* name = detail::transport_name<T>();
+  static constexpr bool in_process = detail::transport_in_process<T>();
+  explicit failing_transport(T& inner) : inner_(&inner) {}
+  int rank() const noexcept { return inner_->rank(); }
+  int size() const noexcept { return inner_->size(); }
+  memory_type memory() const noexcept { return inner_->memory(); }
+  request isend(int peer, std::span<const std::byte> d) { trip(); return inner_->isend(peer, d); }
+  request irecv(int peer, std::span<std::byte> d) { trip(); return inner_->irecv(peer, d); }
+  void wait(request& r) { inner_->wait(r); }
+  void arm() { armed_ = true; }
+
+ private:
+  void trip() {
+    if (armed_.exchange(false)) throw std::runtime_error("injected failure before any message");
+  }
+  T* inner_;
+  std::atomic<bool> armed_{false};
+};
+
+// Gradients that straddle pieces of 16 bytes (4 floats) and buckets of
+// several pieces: sizes 5, 7, 3, 6 floats.
+const std::vector<std::size_t> grad_sizes = {5, 7, 3, 6};
+float grad_value(int rank, int step, std::size_t k, std::size_t i) {
+  return static_cast<float>(1000 * (step + 1) + 100 * k + i + 2 * rank);
+}
+
+// Runs `steps` steps of grad_sync on `t`; at the steps listed for this rank,
+// its first post fails. Returns one word per step: "ok", "raised: ...", or
+// "WRONG: ..." (a normal return with a wrong mean).
+template <class T>
+std::vector<std::string> run_steps(T& t, int steps, const std::vector<int>& fail_at, bool second_sync = false) {
+  failing_transport<T> ft(t);
+  communicator comm(ft, communicator_options{.model = cost_model{}});
+  const int n = comm.size();
+  std::vector<std::vector<float>> g;
+  std::vector<std::span<float>> spans;
+  for (auto sz : grad_sizes) g.emplace_back(sz);
+  for (auto& v : g) spans.emplace_back(v);
+  grad_sync sync(comm, spans, grad_sync_options{.bucket_bytes = 48, .last_bucket_bytes = 20, .piece_bytes = 16});
+  std::vector<std::string> out;
+  for (int s = 0; s < steps; ++s) {
+    for (std::size_t k = 0; k < g.size(); ++k)
+      for (std::size_t i = 0; i < g[k].size(); ++i) g[k][i] = grad_value(comm.rank(), s, k, i);
+    if (std::find(fail_at.begin(), fail_at.end(), s) != fail_at.end()) ft.arm();
+    try {
+      for (std::size_t k = g.size(); k-- > 0;) sync.mark_ready(k);
+      sync.synchronize();
+      if (second_sync) {
+        try {
+          sync.synchronize();
+          out.push_back("WRONG: a second synchronize returned normally");
+          continue;
+        } catch (const error& e) {
+          if (!has(e.what(), "call it once per step")) throw;
+        }
+      }
+      std::string verdict = "ok";
+      for (std::size_t k = 0; k < g.size() && verdict == "ok"; ++k)
+        for (std::size_t i = 0; i < g[k].size(); ++i) {
+          const float want = static_cast<float>(1000 * (s + 1) + 100 * k + i + (n - 1));
+          if (g[k][i] != want) {
+            verdict = detail::cat("WRONG: step ", s, " gradient ", k, "[", i, "] = ", g[k][i], ", expected ", want);
+            break;
+          }
+        }
+      out.push_back(verdict);
+    } catch (const std::exception& e) {
+      out.push_back(std::string("raised: ") + e.what());
+    }
+  }
+  return out;
+}
+
+// The same on n forked processes over shared memory; each rank's words,
+// one per line.
+std::vector<std::vector<std::string>> run_steps_shm(int n, int steps, const std::vector<std::vector<int>>& fail_at) {
+  const std::string name = detail::cat("/ringtree-test-gsync-", getpid());
+  auto res = rt_test::run_processes(n, [&](int rank, FILE* out) {
+    shm_options opt;
+    opt.timeout = 10s;
+    shm_transport t(name, rank, n, opt);
+    for (auto& w : run_steps(t, steps, fail_at[rank])) std::fprintf(out, "%s\n", w.substr(0, 300).c_str());
+    return 0;
+  });
+  std::vector<std::vector<std::string>> words(n);
+  for (int r = 0; r < n; ++r) {
+    CHECK_MESSAGE((WIFEXITED(res[r].status) && WEXITSTATUS(res[r].status) == 0), res[r].text);
+    std::size_t at = 0;
+    for (std::size_t nl; (nl = res[r].text.find('\n', at)) != std::string::npos; at = nl + 1)
+      words[r].push_back(res[r].text.substr(at, nl - at));
+  }
+  return words;
+}
+
+std::vector<std::vector<std::string>> run_steps_threads(int n, int steps, const std::vector<std::vector<int>>& fail_at,
+                                                        bool second_sync = false) {
+  std::vector<std::vector<std::string>> words(n);
+  local_world world(n, 5s);
+  world.run([&](local_transport& t) { words[t.rank()] = run_steps(t, steps, fail_at[t.rank()], second_sync); });
+  return words;
+}
+
+void never_wrong(const std::vector<std::vector<std::string>>& words) {
+  for (std::size_t r = 0; r < words.size(); ++r)
+    for (std::size_t s = 0; s < words[r].size(); ++s) {
+      CAPTURE(r);
+      CAPTURE(s);
+      CHECK_MESSAGE(words[r][s].rfind("WRONG", 0) != 0, words[r][s]);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("grad_sync: buckets of several pieces, gradients straddling them, give the exact mean") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const auto words = run_steps_threads(n, 3, std::vector<std::vector<int>>(n));
+    for (auto& w : words) CHECK(w == std::vector<std::string>(3, "ok"));
+  }
+}
+
+TEST_CASE("grad_sync: good steps after steps that failed on every rank are exact (threads, many times)") {
+  const std::vector<std::string> want = {"ok", "raised", "raised", "ok", "raised", "ok", "ok"};
+  for (int rep = 0; rep < 40; ++rep) {
+    CAPTURE(rep);
+    const auto words = run_steps_threads(2, 7, {{1, 2, 4}, {1, 2, 4}});
+    never_wrong(words);
+    for (auto& w : words)
+      for (std::size_t s = 0; s < want.size(); ++s) CHECK(w[s].rfind(want[s], 0) == 0);
+  }
+}
+
+TEST_CASE("grad_sync: good steps after steps that failed on every rank are exact (shared memory)") {
+  const std::vector<std::string> want = {"ok", "raised", "ok", "raised", "ok"};
+  for (int rep = 0; rep < 4; ++rep) {
+    CAPTURE(rep);
+    const auto words = run_steps_shm(2, 5, {{1, 3}, {1, 3}});
+    never_wrong(words);
+    for (auto& w : words) {
+      REQUIRE(w.size() == want.size());
+      for (std::size_t s = 0; s < want.size(); ++s) CHECK(w[s].rfind(want[s], 0) == 0);
+    }
+  }
+}
+
+TEST_CASE("grad_sync: a rank that goes on after a failed step makes every rank raise, never average across steps") {
+  auto check = [](const std::vector<std::vector<std::string>>& words) {
+    never_wrong(words);
+    CHECK(words[0][0] == "ok");
+    CHECK(words[1][0] == "ok");
+    CHECK(words[1][1].rfind("raised: injected", 0) == 0);  // its own failure
+    CHECK_MESSAGE(has(words[0][1], "ranks are at different steps"), words[0][1]);
+  };
+  check(run_steps_threads(2, 4, {{}, {1}}));
+  check(run_steps_shm(2, 4, {{}, {1}}));
+}
+
+TEST_CASE("grad_sync: a second synchronize in one step raises instead of zeroing the mean") {
+  const auto words = run_steps_threads(2, 3, {{}, {}}, true);
+  never_wrong(words);
+  for (auto& w : words) CHECK(w == std::vector<std::string>(3, "ok"));
+  // with missing_as_zero too (it used to zero the gradients silently)
+  local_world world(2);
+  world.run([](local_transport& t) {
+    communicator comm(t);
+    std::vector<float> a(4, 1.0f + t.rank());
+    grad_sync sync(comm, std::vector<std::span<float>>{std::span<float>(a)}, grad_sync_options{.missing_as_zero = true});
+    sync.mark_ready(0);
+    sync.synchronize();
+    CHECK(a[0] == 1.5f);
+    CHECK_THROWS_WITH_AS(sync.synchronize(), doctest::Contains("called again in step 0"), error);
+    CHECK(a[0] == 1.5f);
+    sync.mark_ready(0);  // the next step works
+    sync.synchronize();
+    CHECK(a[0] == 1.5f);
+  });
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ringtree/ringtree.hpp>
@@ -269,4 +270,45 @@ TEST_CASE("steps whose messages pass the knee are counted per algorithm") {
   CHECK(t8.counts(collective::allreduce, algorithm::rabenseifner, 16 << 10).large_steps == 2);
   CHECK(t8.seconds(collective::allreduce, algorithm::recursive_doubling, 8 << 10) == doctest::Approx(6e-6));
   CHECK(tuner(8, model(1e-6, 0, 0, "no knee")).counts(collective::allreduce, algorithm::ring, 1 << 30).large_steps == 0);
+}
+
+TEST_CASE("RINGTREE_MODEL_FILE: only a regular file of bounded size and line length is read") {
+  const std::string dir = temp_file("model-dir");
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  const std::string fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  // a FIFO would block forever; /dev/zero never ends
+  CHECK_THROWS_WITH_AS(detail::read_model(fifo, 0), doctest::Contains("is not a regular file"), error);
+  CHECK_THROWS_WITH_AS(detail::read_model("/dev/zero", 0), doctest::Contains("/dev/zero is not a regular file"), error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  CHECK_THROWS_WITH_AS(detail::read_model(dir, 0), doctest::Contains(dir + " is a directory, not a model file"), error);
+  const std::string big = dir + "/big.txt";
+  {
+    std::ofstream out(big);
+    for (int i = 0; i < 20000; ++i) out << "# padding padding padding\n";
+  }
+  CHECK_THROWS_WITH_AS(detail::read_model(big, 0), doctest::Contains("is too large for a model file"), error);
+  const std::string longline = dir + "/long.txt";
+  std::ofstream(longline) << "alpha_us = 1" << std::string(5000, ' ') << "\nbeta_ns_per_byte = 1\ngamma_ns_per_byte = 1\n";
+  CHECK_THROWS_WITH_AS(detail::read_model(longline, 0), doctest::Contains(longline + ":1: line of 5012 characters"), error);
+  CHECK_FALSE(detail::read_model(dir + "/missing.txt", 0).has_value());
+  // through the communicator: the same error on every rank, no hang
+  {
+    scoped_env file("RINGTREE_MODEL_FILE", fifo);
+    std::vector<std::string> msgs(2);
+    local_world(2, std::chrono::seconds(10)).run([&](local_transport& t) {
+      communicator comm(t);
+      try {
+        comm.model();
+      } catch (const error& e) {
+        msgs[t.rank()] = e.what();
+      }
+    });
+    for (auto& m : msgs) CHECK_MESSAGE(m.find("not a regular file") != std::string::npos, m);
+  }
+  std::remove(fifo.c_str());
+  std::remove(big.c_str());
+  std::remove(longline.c_str());
+  ::rmdir(dir.c_str());
 }

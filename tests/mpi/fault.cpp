@@ -6,11 +6,19 @@
 // mismatch: rank 1 calls broadcast while the others call allreduce
 //           (-checked: in checked mode).
 // A rank that gets a ringtree::error prints it and aborts the job
-// (MPI_Abort), as a program should: the others may be blocked in MPI.
+// (comm.abort(): MPI_Abort), as a program should: the others may be
+// blocked in MPI.
+// stall-finalize: as stall, but every rank that times out does what
+//           docs/errors.md calls safe without aborting: destroys the
+//           communicator and transport, then MPI_Finalize, and exits 0
+//           (MPI must write into no freed buffer when the stalled rank's
+//           data arrives).
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -27,30 +35,46 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const bool finalize = mode == "stall-finalize";
   const rt_test::fault f = mode == "exit" ? rt_test::fault::exit_process
-                           : mode == "stall" ? rt_test::fault::stall
-                                             : rt_test::fault::none;
+                           : (mode == "stall" || finalize) ? rt_test::fault::stall
+                                                           : rt_test::fault::none;
   if (f == rt_test::fault::none && mode != "mismatch" && mode != "mismatch-checked") {
-    if (rank == 0) std::fprintf(stderr, "usage: fault exit|stall|mismatch|mismatch-checked\n");
+    if (rank == 0) std::fprintf(stderr, "usage: fault exit|stall|stall-finalize|mismatch|mismatch-checked\n");
     MPI_Finalize();
     return 2;
   }
-  try {
+  {
     mpi_transport t(MPI_COMM_WORLD);
     rt_test::faulty_transport<mpi_transport> ft(t, 1, f, 3, 4s);  // after 3 posted sends and receives
     communicator_options o;
     o.checked = mode == "mismatch-checked";
     o.model = cost_model{};
     communicator comm(ft, o);
-    std::vector<float> v(1 << 18, 1.0f);
-    if (mode.rfind("mismatch", 0) == 0 && rank == 1) comm.broadcast(std::span<float>(v), 0, algorithm::ring);
-    else comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);
-    std::printf("rank %d: finished\n", rank);
-  } catch (const error& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    try {
+      // on the heap: freed at once when the call fails, as a trainer's buffers would be
+      auto v = std::make_unique<std::vector<float>>(1 << 18, 1.0f);
+      if (mode.rfind("mismatch", 0) == 0 && rank == 1) comm.broadcast(std::span<float>(*v), 0, algorithm::ring);
+      else comm.allreduce(std::span<float>(*v), op::sum, algorithm::ring);
+      const float want = mode.rfind("mismatch", 0) == 0 && rank == 1 ? 1.0f : static_cast<float>(comm.size());
+      if ((*v)[0] != want) {
+        std::fprintf(stderr, "rank %d: WRONG RESULT %g\n", rank, (*v)[0]);
+        return 5;
+      }
+      std::printf("rank %d: finished\n", rank);
+    } catch (const error& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      std::fflush(stderr);
+      if (!finalize) t.abort(3);
+      // keep the (failed) transport's memory busy with other data meanwhile
+      std::vector<std::vector<float>> churn;
+      for (int i = 0; i < 64; ++i) churn.emplace_back(1 << 14, -1.0f);
+    }
   }
+  // After a timeout: the communicator and transport are gone; what MPI may
+  // still do with the stalled rank's late messages must touch nothing freed.
+  std::this_thread::sleep_for(finalize ? 5s : 0s);
   MPI_Finalize();
+  if (finalize) std::printf("rank %d: finalized after the error\n", rank);
   return 0;
 }
