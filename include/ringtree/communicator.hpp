@@ -176,6 +176,7 @@ class communicator {
     if (rank() == root) {
       c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(),
                 " on the root but size() * out.size() = ", detail::product_text(size(), out.size()));
+      c.template require_fits<E>(in.size());
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
@@ -190,6 +191,7 @@ class communicator {
     if (rank() == root) {
       c.require(detail::product_of(in.size(), size()) == out.size(), "out.size() = ", out.size(),
                 " on the root but size() * in.size() = ", detail::product_text(size(), in.size()));
+      c.template require_fits<E>(out.size());
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
@@ -203,6 +205,7 @@ class communicator {
     call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
     c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(), " but size() * out.size() = ",
               detail::product_text(size(), out.size()));
+    c.template require_fits<E>(in.size());
     c.require(!overlap(in, out), "in and out overlap");
     finish(c);
     if (out.empty()) return;
@@ -221,6 +224,7 @@ class communicator {
     call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size());
     const bool sized = detail::product_of(in.size(), size()) == out.size();
     c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
+    c.template require_fits<E>(out.size());
     // Sliced only once the sizes are known to fit (a hardened standard
     // library aborts on an out-of-range subspan instead of raising).
     const std::size_t at = sized ? in.size() * static_cast<std::size_t>(rank()) : 0;
@@ -274,6 +278,13 @@ class communicator {
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
     }
+    // A span's size in bytes must fit in size_t (a span can claim more).
+    template <class E>
+    void require_fits(std::size_t elems) {
+      std::size_t b = 0;
+      require(!__builtin_mul_overflow(elems, sizeof(E), &b), elems, " elements of ", to_string(dtype_of<E>),
+              " are more bytes than memory can hold");
+    }
     std::array<std::uint64_t, 7> words() const {
       return {std::uint64_t(what), count, std::uint64_t(type), std::uint64_t(o),
               std::uint64_t(std::int64_t(root)), std::uint64_t(algo), problem.empty() ? 0u : 1u};
@@ -293,9 +304,9 @@ class communicator {
   template <class E>
   call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems) {
     std::size_t bytes = 0;
-    const bool fits = !__builtin_mul_overflow(elems, sizeof(E), &bytes);
+    __builtin_mul_overflow(elems, sizeof(E), &bytes);
     call c{what, count, dtype_of<E>, o, root, a, rank(), {}, bytes};
-    c.require(fits, elems, " elements of ", to_string(dtype_of<E>), " are more bytes than memory can hold");
+    c.template require_fits<E>(elems);
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");

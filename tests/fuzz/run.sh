@@ -3,7 +3,7 @@
 # for SECONDS; any crash or failed property fails the run and leaves the
 # input in OUT_DIR (libFuzzer's crash-* file) to reproduce with
 #   OUT_DIR/fuzz_NAME crash-...
-#   tests/fuzz/run.sh OUT_DIR SECONDS [NAME...]    (names: partition parse shm)
+#   tests/fuzz/run.sh OUT_DIR SECONDS [NAME...]    (names: partition parse shm calls)
 # Exits 77 (skip) without clang++ and its libFuzzer runtime
 # (Debian: clang libclang-rt-14-dev). The corpora grow in OUT_DIR/corpus_NAME.
 set -u
@@ -13,7 +13,7 @@ out=${1:?out dir}
 seconds=${2:-10}
 shift 2 || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(partition parse shm)
+[ ${#names[@]} -gt 0 ] || names=(partition parse shm calls)
 cxx=$(command -v clang++ || command -v clang++-14 || true)
 [ -n "$cxx" ] || { echo "SKIP: no clang++ (apt-get install clang libclang-rt-14-dev)"; exit 77; }
 mkdir -p "$out"

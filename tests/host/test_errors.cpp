@@ -221,7 +221,7 @@ TEST_CASE("RINGTREE_TIMEOUT and RINGTREE_CHECK are parsed strictly") {
   for (const char* tiny : {"1e-300", "0.0009", "0", "-1", "1e10", "nan", "inf"}) {
     CAPTURE(tiny);
     setenv("RINGTREE_TIMEOUT", tiny, 1);
-    CHECK_THROWS_WITH_AS(detail::default_timeout(), doctest::Contains(std::string("got '") + tiny + "'"), error);
+    CHECK_THROWS_WITH_AS(detail::default_timeout(), doctest::Contains((std::string("got '") + tiny + "'").c_str()), error);
   }
   setenv("RINGTREE_TIMEOUT", "0.001", 1);
   CHECK(detail::default_timeout().count() == 0.001);

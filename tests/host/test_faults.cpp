@@ -178,7 +178,7 @@ TEST_CASE("threads: a rank that calls another collective: checked mode names it 
 }
 
 TEST_CASE("threads: unchecked, a rank that calls another collective ends in an error or a result, never a hang") {
-  int raised = 0;
+  int raised = 0, silent = 0;
   for (const auto& s : scenarios) {
     CAPTURE(label(s));
     const auto t0 = std::chrono::steady_clock::now();
@@ -186,13 +186,18 @@ TEST_CASE("threads: unchecked, a rank that calls another collective ends in an e
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
     for (int r = 0; r < n; ++r) {
       CAPTURE(r);
-      CHECK_MESSAGE(!has(ranks[r].error, "WRONG RESULT"), ranks[r].error);  // raised, or right: never wrong
+      // The ranks that made the right call raise or are right, never wrong.
+      // The one that called another collective can be fed data of the right
+      // size for it: only checked mode can tell (the test above).
+      if (r != faulty) CHECK_MESSAGE(!has(ranks[r].error, "WRONG RESULT"), ranks[r].error);
+      silent += has(ranks[r].error, "WRONG RESULT") ? 1 : 0;
       raised += ranks[r].error.empty() ? 0 : 1;
     }
   }
   // Most mismatches are caught by message sizes or timeouts; when the sizes
   // happen to line up only checked mode (RINGTREE_CHECK=1) can tell.
-  MESSAGE(raised, " of ", n * std::size(scenarios), " rank-calls raised");
+  MESSAGE((raised - silent), " of ", n * std::size(scenarios), " rank-calls raised; the mismatched rank returned a wrong result ",
+          silent, " times (checked mode raises there)");
   CHECK(raised > 0);
 }
 

@@ -27,11 +27,12 @@ const algorithm allreduce_algos[] = {algorithm::ring, algorithm::tree, algorithm
                                      algorithm::rabenseifner};
 
 // The exact mean of `vals`, truncated toward zero (128-bit: no wrap).
+__extension__ using int128 = __int128;
 template <class E>
 E exact_mean(const std::vector<E>& vals) {
-  __int128 s = 0;
-  for (E v : vals) s += static_cast<__int128>(v);
-  return static_cast<E>(s / static_cast<__int128>(vals.size()));
+  int128 s = 0;
+  for (E v : vals) s += static_cast<int128>(v);
+  return static_cast<E>(s / static_cast<int128>(vals.size()));
 }
 
 // Every rank's input for the integer avg cases: the type's edges, zero and
@@ -96,8 +97,8 @@ void integer_avg_case(int n) {
 
 template <class E>
 E from_bits(std::uint64_t b) {
-  E v;
-  std::memcpy(&v, &b, sizeof v);
+  E v{};
+  std::memcpy(static_cast<void*>(&v), &b, sizeof v);
   return v;
 }
 
@@ -229,17 +230,22 @@ TEST_CASE("sizes whose products overflow are refused, never wrapped into a match
   world.run([](local_transport& t) {
     communicator comm(t);
     std::vector<float> small(4);
+    std::vector<std::uint8_t> bytes(4);
     // (2^63) * 2 ranks wraps to 0: an empty `in` used to pass for it.
     const std::size_t half_range = std::size_t{1} << 63;
-    std::span<float> huge(small.data(), half_range);  // never touched: the check must refuse first
+    std::span<std::uint8_t> huge(bytes.data(), half_range);  // never touched: the check must refuse first
+    using cspan = std::span<const std::uint8_t>;
     if (t.rank() == 0) {
-      CHECK_THROWS_WITH_AS(comm.scatter(std::span<const float>(), huge, 0), doctest::Contains("which overflows"), error);
-      CHECK_THROWS_WITH_AS(comm.gather(std::span<const float>(huge), std::span<float>(), 0),
-                           doctest::Contains("which overflows"), error);
+      CHECK_THROWS_WITH_AS(comm.scatter(cspan(), huge, 0), doctest::Contains("2 * 9223372036854775808, which overflows"), error);
+      CHECK_THROWS_WITH_AS(comm.gather(cspan(huge), std::span<std::uint8_t>(), 0), doctest::Contains("which overflows"), error);
     }
-    CHECK_THROWS_WITH_AS(comm.reduce_scatter(std::span<const float>(), huge), doctest::Contains("which overflows"), error);
-    CHECK_THROWS_WITH_AS(comm.allgather(std::span<const float>(huge), std::span<float>()),
-                         doctest::Contains("which overflows"), error);
+    CHECK_THROWS_WITH_AS(comm.reduce_scatter(cspan(), huge), doctest::Contains("which overflows"), error);
+    CHECK_THROWS_WITH_AS(comm.allgather(cspan(huge), std::span<std::uint8_t>()), doctest::Contains("which overflows"), error);
+    // a span claiming more bytes than size_t holds, where the sizes agree
+    std::span<float> huge_floats(small.data(), std::size_t{1} << 62);
+    std::span<float> huge_in(small.data(), std::size_t{1} << 61);
+    CHECK_THROWS_WITH_AS(comm.allgather(std::span<const float>(huge_in), huge_floats),
+                         doctest::Contains("4611686018427387904 elements of float are more bytes than memory can hold"), error);
     // count * sizeof(E) overflows although in and out agree (the same span)
     std::span<float> too_many(small.data(), std::numeric_limits<std::size_t>::max() / 2);
     CHECK_THROWS_WITH_AS(comm.allreduce(too_many), doctest::Contains("more bytes than memory can hold"), error);
@@ -253,9 +259,9 @@ TEST_CASE("sizes whose products overflow are refused, never wrapped into a match
   local_world world2(2);
   world2.run([](local_transport& t) {
     communicator comm(t, communicator_options{.checked = true});
-    std::vector<float> small(4);
-    std::span<float> huge(small.data(), std::size_t{1} << 63);
-    CHECK_THROWS_WITH_AS(comm.reduce_scatter(std::span<const float>(), huge), doctest::Contains("which overflows"), error);
+    std::vector<std::uint8_t> small(4);
+    std::span<std::uint8_t> huge(small.data(), std::size_t{1} << 63);
+    CHECK_THROWS_WITH_AS(comm.reduce_scatter(std::span<const std::uint8_t>(), huge), doctest::Contains("which overflows"), error);
   });
 }
 
