@@ -396,9 +396,10 @@ class communicator {
 
   void open_trace() {
     if (auto* sink = detail::trace_sink::from_env()) {
-      trace_ = std::make_shared<detail::trace_handle>(sink->open(detail::next_communicator_id(), rank(), size(),
-                                                                 detail::transport_in_process<Transport>(),
-                                                                 detail::transport_name<Transport>()));
+      // braces: clang 14 has no parenthesised aggregate initialisation
+      trace_ = std::make_shared<detail::trace_handle>(detail::trace_handle{
+          sink->open(detail::next_communicator_id(), rank(), size(), detail::transport_in_process<Transport>(),
+                     detail::transport_name<Transport>())});
       tt_ = traced_transport<Transport>(*t_, trace_->rec.get());
     }
   }
