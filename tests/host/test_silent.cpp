@@ -300,3 +300,48 @@ TEST_CASE("checked mode names a mismatched algorithm and a mismatched op") {
     }
   }
 }
+
+TEST_CASE("recursive doubling and Rabenseifner combine lower rank first: min and max over signed zeros equal the rank-order fold") {
+  // With +0 and -0 (and no NaN) min and max are associative once ties go to
+  // the left operand, so an algorithm that keeps the lower rank's operand
+  // first must give exactly the sequential fold in rank order, in every
+  // block. (Ring and tree reduce in their own orders: only identity across
+  // ranks is promised there, tested above.)
+  for (int n : {2, 3, 4, 5, 6, 8}) {
+    for (algorithm a : {algorithm::recursive_doubling, algorithm::rabenseifner}) {
+      for (op o : {op::min, op::max}) {
+        CAPTURE(n);
+        CAPTURE(to_string(a));
+        CAPTURE(to_string(o));
+        const std::size_t count = 64;
+        auto input = [](int r, std::size_t i) { return ((i >> (r % 6)) ^ static_cast<std::size_t>(r)) & 1 ? -0.0f : 0.0f; };
+        std::vector<std::vector<float>> got(n);
+        local_world world(n);
+        world.run([&](local_transport& t) {
+          communicator_options opt;
+          opt.model = cost_model{};
+          opt.tuning.ring_chunk_bytes = 16;
+          communicator comm(t, opt);
+          std::vector<float> v(count);
+          for (std::size_t i = 0; i < count; ++i) v[i] = input(t.rank(), i);
+          comm.allreduce(std::span<float>(v), o, a);
+          got[t.rank()] = v;
+        });
+        std::size_t wrong = 0;
+        std::string first;
+        for (std::size_t i = 0; i < count; ++i) {
+          float want = input(0, i);
+          for (int r = 1; r < n; ++r) {
+            const float x = input(r, i);
+            if (o == op::min ? x < want : want < x) want = x;  // ties keep the lower rank's value
+          }
+          for (int r = 0; r < n; ++r)
+            if (std::bit_cast<std::uint32_t>(got[r][i]) != std::bit_cast<std::uint32_t>(want) && wrong++ == 0)
+              first = detail::cat("rank ", r, " element ", i, ": sign bit ", std::signbit(got[r][i]), ", the fold's ",
+                                  std::signbit(want));
+        }
+        CHECK_MESSAGE(wrong == 0, first);
+      }
+    }
+  }
+}
