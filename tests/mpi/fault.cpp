@@ -10,9 +10,10 @@
 // blocked in MPI.
 // stall-finalize: as stall, but every rank that times out does what
 //           docs/errors.md calls safe without aborting: destroys the
-//           communicator and transport, then MPI_Finalize, and exits 0
-//           (MPI must write into no freed buffer when the stalled rank's
-//           data arrives).
+//           communicator and transport (ringtree's scratch goes with
+//           them), keeps its own buffer until MPI_Finalize, and exits 0
+//           (MPI must touch no freed memory when the stalled rank's data
+//           arrives).
 #include <mpi.h>
 
 #include <chrono>
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  std::unique_ptr<std::vector<float>> kept;  // the caller's buffer of a failed call: alive until MPI_Finalize
   {
     mpi_transport t(MPI_COMM_WORLD);
     rt_test::faulty_transport<mpi_transport> ft(t, 1, f, 3, 4s);  // after 3 posted sends and receives
@@ -51,9 +53,8 @@ int main(int argc, char** argv) {
     o.checked = mode == "mismatch-checked";
     o.model = cost_model{};
     communicator comm(ft, o);
+    auto v = std::make_unique<std::vector<float>>(1 << 18, 1.0f);
     try {
-      // on the heap: freed at once when the call fails, as a trainer's buffers would be
-      auto v = std::make_unique<std::vector<float>>(1 << 18, 1.0f);
       if (mode.rfind("mismatch", 0) == 0 && rank == 1) comm.broadcast(std::span<float>(*v), 0, algorithm::ring);
       else comm.allreduce(std::span<float>(*v), op::sum, algorithm::ring);
       const float want = mode.rfind("mismatch", 0) == 0 && rank == 1 ? 1.0f : static_cast<float>(comm.size());
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
       std::fflush(stderr);
       if (!finalize) t.abort(3);
+      kept = std::move(v);
       // keep the (failed) transport's memory busy with other data meanwhile
       std::vector<std::vector<float>> churn;
       for (int i = 0; i < 64; ++i) churn.emplace_back(1 << 14, -1.0f);

@@ -12,11 +12,13 @@
 // After a failed wait (a timeout, a peer's error) the transport is broken:
 // every later call raises, naming the first failure. Receives still posted
 // are cancelled, so MPI writes into no buffer after the error has been
-// raised; sends still posted may yet be read by MPI. What is safe then
-// (docs/errors.md): destroy the communicator and transport and call
-// MPI_Finalize, or end the job at once with abort() (MPI_Abort, like NCCL's
-// ncclCommAbort), which is what a job whose peers may still be inside the
-// collective should do.
+// raised; sends still posted may yet be read by MPI (Open MPI cannot cancel
+// them), so ringtree's scratch is kept for them (mpi_memory), and the
+// caller's buffers of the failed call must stay alive until MPI_Finalize.
+// What is safe then (docs/errors.md): destroy the communicator and
+// transport and call MPI_Finalize, or end the job at once with abort()
+// (MPI_Abort, like NCCL's ncclCommAbort), which is what a job whose peers
+// may still be inside the collective should do.
 //
 // Thread levels: synchronous collectives from one thread need only
 // MPI_THREAD_SINGLE (or FUNNELED from the main thread). Anything that runs
@@ -72,6 +74,50 @@ inline std::string mpi_error_string(int code) {
 
 }  // namespace detail
 
+namespace detail {
+// Scratch that MPI may still read after a failure: once a send has been
+// abandoned (MPI has no way to cancel it), scratch freed from then on is
+// parked here instead, and kept for as long as MPI may use it.
+struct mpi_parking {
+  bool hold = false;
+  std::vector<std::shared_ptr<void>> parked;
+};
+}  // namespace detail
+
+// Host memory whose scratch buffers are parked instead of freed while the
+// transport has abandoned sends (see mpi_transport's failure notes).
+struct mpi_memory : host_memory {
+  std::shared_ptr<detail::mpi_parking> parking;
+  template <class E>
+  struct buffer {
+    std::shared_ptr<E[]> data_;
+    std::size_t size_ = 0;
+    std::shared_ptr<detail::mpi_parking> parking_;
+    buffer() = default;
+    buffer(std::shared_ptr<E[]> d, std::size_t n, std::shared_ptr<detail::mpi_parking> p)
+        : data_(std::move(d)), size_(n), parking_(std::move(p)) {}
+    buffer(buffer&&) noexcept = default;
+    buffer& operator=(buffer&& o) noexcept {
+      park();
+      data_ = std::move(o.data_);
+      size_ = std::exchange(o.size_, 0);
+      parking_ = std::move(o.parking_);
+      return *this;
+    }
+    ~buffer() { park(); }
+    std::span<E> span() const noexcept { return {data_.get(), size_}; }
+
+   private:
+    void park() noexcept {
+      if (data_ && parking_ && parking_->hold) parking_->parked.push_back(std::move(data_));
+    }
+  };
+  template <class E>
+  buffer<E> scratch(std::size_t n) const {
+    return {std::make_shared_for_overwrite<E[]>(n), n, parking};
+  }
+};
+
 struct mpi_options {
   std::chrono::duration<double> timeout = detail::default_timeout();
   // Largest piece one MPI call carries; MPI-3.1 counts are int.
@@ -80,7 +126,7 @@ struct mpi_options {
 
 class mpi_transport {
  public:
-  using memory_type = host_memory;
+  using memory_type = mpi_memory;
   static constexpr const char* name = "mpi";
 
   // Up to 4 pieces (4 GiB) inline, so that small messages allocate nothing.
@@ -166,7 +212,7 @@ class mpi_transport {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   MPI_Comm comm() const noexcept { return comm_; }
-  host_memory memory() const noexcept { return {}; }
+  mpi_memory memory() const noexcept { return {{}, parking_}; }
 
   // Raises unless MPI was initialised with at least `required`.
   void require_thread_level(int required, const std::string& feature) const {
@@ -283,17 +329,21 @@ class mpi_transport {
       MPI_Request& q = r.reqs()[i];
       if (q == MPI_REQUEST_NULL) continue;
       if (r.recv_) MPI_Cancel(&q);
+      else parking_->hold = true;  // MPI may still read it: keep scratch from now on
       abandoned_.push_back(q);
       q = MPI_REQUEST_NULL;
     }
     r.n_ = 0;
   }
   // At destruction: give cancelled receives a moment to be confirmed, then
-  // let MPI finish or drop the rest on its own (MPI_Request_free).
+  // let MPI finish or drop the rest on its own (MPI_Request_free). Sends
+  // MPI has not finished may be read until MPI_Finalize: the scratch parked
+  // for them is then kept until the process ends (a deliberate leak, after
+  // a failure only).
   void settle_abandoned() noexcept {
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    while (!abandoned_.empty()) {
-      int done = 0;
+    int done = abandoned_.empty() ? 1 : 0;
+    while (!done) {
       MPI_Testall(static_cast<int>(abandoned_.size()), abandoned_.data(), &done, MPI_STATUSES_IGNORE);
       if (done || std::chrono::steady_clock::now() > until) break;
       sched_yield();
@@ -301,6 +351,7 @@ class mpi_transport {
     for (auto& q : abandoned_)
       if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
     abandoned_.clear();
+    if (!done) new std::shared_ptr<detail::mpi_parking>(parking_);  // never freed: MPI may still read it
   }
 
   static constexpr int tag = 0x5254;  // 'RT'
@@ -334,6 +385,7 @@ class mpi_transport {
   int rank_ = 0, size_ = 1;
   std::string broken_;                   // the first failure; "" while usable
   std::vector<MPI_Request> abandoned_;   // requests MPI still owns after a failure
+  std::shared_ptr<detail::mpi_parking> parking_ = std::make_shared<detail::mpi_parking>();
 };
 
 }  // namespace ringtree
