@@ -19,8 +19,9 @@ template <transport T, class E>
 void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
   if (t.size() == 1 || data.empty()) return;
   auto mem = t.memory();
-  auto tmp = mem.template scratch<E>(data.size());
   const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), (data.size() + 1) / 2);
+  // the pairing step needs data.size(), the halving steps two chunks (one more for an odd size)
+  auto tmp = mem.template scratch<E>(std::max(data.size(), 2 * chunk));
   detail::power_of_two_group<T, E> g(t, data, o, tmp.span());
   if (g.active()) {
     const int p = g.size(), v = g.rank();
