@@ -22,7 +22,7 @@ void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
   const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), (data.size() + 1) / 2);
   // the pairing step needs data.size(), the halving steps two chunks (one more for an odd size)
   auto tmp = mem.template scratch<E>(std::max(data.size(), 2 * chunk));
-  detail::power_of_two_group<T, E> g(t, data, o, tmp.span());
+  detail::power_of_two_group<T, E> g(t, data, o, tmp.span().first(data.size()));
   if (g.active()) {
     const int p = g.size(), v = g.rank();
     // The elements of blocks [lo, hi) when the buffer is dealt into p blocks.
