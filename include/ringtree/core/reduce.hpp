@@ -229,9 +229,33 @@ void finish_avg(std::span<E> data, int ranks) noexcept {
 //   mean = sum(q) + sum(r) / n
 // is assembled exactly by avg_join. Host loops and device kernels share
 // these two element functions.
+namespace detail {
+// x / n and x % n, truncated toward zero, for |x| < 2^52: a double
+// reciprocal estimate (within one of the quotient) and one correction.
+// An integer division per element costs ~10x a memory-bound pass; the
+// loops below hoist 1.0 / n out.
+RINGTREE_INLINE constexpr std::int64_t div_small(std::int64_t x, std::int64_t n, double inv, std::int64_t& r) noexcept {
+  std::int64_t q = static_cast<std::int64_t>(static_cast<double>(x) * inv);
+  r = x - q * n;
+  if (x >= 0) {
+    if (r < 0) --q, r += n;
+    else if (r >= n) ++q, r -= n;
+  } else {
+    if (r > 0) ++q, r -= n;
+    else if (r <= -n) --q, r += n;
+  }
+  return q;
+}
+inline constexpr int max_ranks_for_div_small = 1 << 26;  // |sum of remainders| < n^2 < 2^52
+}  // namespace detail
+
 template <std::integral E>
 RINGTREE_INLINE constexpr std::int64_t avg_split(E& v, int ranks) noexcept {
-  if constexpr (std::is_signed_v<E>) {
+  if constexpr (sizeof(E) <= 4) {  // |v| < 2^32: the reciprocal is exact enough
+    std::int64_t r = 0;
+    v = static_cast<E>(detail::div_small(static_cast<std::int64_t>(v), ranks, 1.0 / ranks, r));
+    return r;
+  } else if constexpr (std::is_signed_v<E>) {
     const std::int64_t x = v, n = ranks;
     v = static_cast<E>(x / n);
     return x % n;
@@ -243,7 +267,9 @@ RINGTREE_INLINE constexpr std::int64_t avg_split(E& v, int ranks) noexcept {
 }
 template <std::integral E>
 RINGTREE_INLINE constexpr E avg_join(E quotients, std::int64_t remainders, int ranks) noexcept {
-  const std::int64_t a = remainders / ranks, b = remainders % ranks;
+  std::int64_t a = 0, b = 0;
+  if (ranks < detail::max_ranks_for_div_small) a = detail::div_small(remainders, ranks, 1.0 / ranks, b);
+  else a = remainders / ranks, b = remainders % ranks;
   // quotients + a is within one of the mean, so within E's range; unsigned
   // arithmetic wraps instead of overflowing in between.
   const std::uint64_t w = static_cast<std::uint64_t>(static_cast<std::int64_t>(quotients)) + static_cast<std::uint64_t>(a);
