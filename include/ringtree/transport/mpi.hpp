@@ -86,22 +86,23 @@ struct mpi_parking {
 
 // Host memory whose scratch buffers are parked instead of freed while the
 // transport has abandoned sends (see mpi_transport's failure notes).
+// A plain pointer to the transport's parking: scratch lives inside a call,
+// which the transport outlives (no reference counting on the hot path).
 struct mpi_memory : host_memory {
-  std::shared_ptr<detail::mpi_parking> parking;
+  detail::mpi_parking* parking = nullptr;
   template <class E>
   struct buffer {
     std::shared_ptr<E[]> data_;
     std::size_t size_ = 0;
-    std::shared_ptr<detail::mpi_parking> parking_;
+    detail::mpi_parking* parking_ = nullptr;
     buffer() = default;
-    buffer(std::shared_ptr<E[]> d, std::size_t n, std::shared_ptr<detail::mpi_parking> p)
-        : data_(std::move(d)), size_(n), parking_(std::move(p)) {}
-    buffer(buffer&&) noexcept = default;
+    buffer(std::shared_ptr<E[]> d, std::size_t n, detail::mpi_parking* p) : data_(std::move(d)), size_(n), parking_(p) {}
+    buffer(buffer&& o) noexcept : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)), parking_(o.parking_) {}
     buffer& operator=(buffer&& o) noexcept {
       park();
       data_ = std::move(o.data_);
       size_ = std::exchange(o.size_, 0);
-      parking_ = std::move(o.parking_);
+      parking_ = o.parking_;
       return *this;
     }
     ~buffer() { park(); }
@@ -212,7 +213,7 @@ class mpi_transport {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   MPI_Comm comm() const noexcept { return comm_; }
-  mpi_memory memory() const noexcept { return {{}, parking_}; }
+  mpi_memory memory() const noexcept { return {{}, parking_.get()}; }
 
   // Raises unless MPI was initialised with at least `required`.
   void require_thread_level(int required, const std::string& feature) const {
