@@ -281,12 +281,14 @@ class communicator {
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
     }
-    // A span's size in bytes must fit in size_t (a span can claim more).
+    // A span's size in bytes must fit in size_t (a span can claim more);
+    // returns it (wrapped where it does not).
     template <class E>
-    void require_fits(std::size_t elems) {
+    std::size_t require_fits(std::size_t elems) {
       std::size_t b = 0;
       require(!__builtin_mul_overflow(elems, sizeof(E), &b), elems, " elements of ", to_string(dtype_of<E>),
               " are more bytes than memory can hold");
+      return b;
     }
     std::array<std::uint64_t, 7> words() const {
       return {std::uint64_t(what), count, std::uint64_t(type), std::uint64_t(o),
@@ -306,10 +308,8 @@ class communicator {
   // `elems`: how many elements the tuner's size is, checked to fit in bytes.
   template <class E>
   call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems) {
-    std::size_t bytes = 0;
-    __builtin_mul_overflow(elems, sizeof(E), &bytes);
-    call c{what, count, dtype_of<E>, o, root, a, rank(), {}, bytes};
-    c.template require_fits<E>(elems);
+    call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
+    c.bytes = c.template require_fits<E>(elems);
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
@@ -399,10 +399,11 @@ class communicator {
 
   void open_trace() {
     if (auto* sink = detail::trace_sink::from_env()) {
-      // braces: clang 14 has no parenthesised aggregate initialisation
-      trace_ = std::make_shared<detail::trace_handle>(detail::trace_handle{
-          sink->open(detail::next_communicator_id(), rank(), size(), detail::transport_in_process<Transport>(),
-                     detail::transport_name<Transport>())});
+      // new with braces: clang 14 has no parenthesised aggregate
+      // initialisation, and a temporary handle would flush the file on its way out
+      trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),
+                                                       detail::transport_in_process<Transport>(),
+                                                       detail::transport_name<Transport>())});
       tt_ = traced_transport<Transport>(*t_, trace_->rec.get());
     }
   }

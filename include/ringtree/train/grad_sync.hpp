@@ -117,21 +117,13 @@ class grad_sync {
       cv_.wait(lk, [&] { return done_ == buckets_.size(); });
     }
     const std::int64_t step = step_++;
-    if (failure_) {
-      reset_step();
-      rethrow_failure();
-    }
+    reset_step();  // the worker is idle: the next step starts clean whatever happens below
+    rethrow_failure();
     // One all-reduce (min) of: the smallest (index * ranks + rank) of a
     // missing gradient, the step, and minus the step (so the max step too).
     const std::int64_t n = comm_->size();
     std::int64_t w[3] = {missing < 0 ? INT64_MAX : missing * n + comm_->rank(), step, -step};
-    try {
-      comm_->allreduce(std::span<std::int64_t>(w), op::min);
-    } catch (...) {
-      reset_step();
-      throw;
-    }
-    reset_step();
+    comm_->allreduce(std::span<std::int64_t>(w), op::min);
     if (w[1] != -w[2])
       throw error("grad_sync::synchronize", comm_->rank(),
                   detail::cat("ranks are at different steps (", w[1], " to ", -w[2], "; this rank: ", step,

@@ -403,43 +403,50 @@ class shm_segment {
     base_ = p;
   }
 
-  // The existing segment's creator, for an error: "pid P (job J)".
-  std::string holder() const {
-    std::string who = "another live process";
+  // Who made the segment now under this name: one read-only look at its header.
+  struct creator_info {
+    bool missing = false;  // no segment of this name
+    bool ours = false;     // owned by this user
+    int pid = -1;          // -1: not (yet) a ringtree segment
+    std::uint64_t start = 0;
+    std::string job;
+  };
+  creator_info creator() const {
+    creator_info c;
     const int fd = shm_open(name_.c_str(), O_RDONLY, 0);
-    if (fd < 0) return who;
+    if (fd < 0) {
+      c.missing = errno == ENOENT;
+      return c;
+    }
     struct stat st {};
-    if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
-      void* p = mmap(nullptr, sizeof(shm_header), PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) {
-        const auto* h = static_cast<const shm_header*>(p);
-        if (h->magic == shm_magic)
-          who = cat("pid ", h->creator_pid, " (job '", std::string(h->job, strnlen(h->job, sizeof h->job)),
-                    "'): two processes were given rank 0, or two jobs the same segment name");
-        munmap(p, sizeof(shm_header));
+    if (fstat(fd, &st) == 0) {
+      c.ours = st.st_uid == geteuid();
+      if (st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
+        void* p = mmap(nullptr, sizeof(shm_header), PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+          const auto* h = static_cast<const shm_header*>(p);
+          if (h->magic == shm_magic)
+            c.pid = h->creator_pid, c.start = h->creator_start, c.job.assign(h->job, strnlen(h->job, sizeof h->job));
+          munmap(p, sizeof(shm_header));
+        }
       }
     }
     close(fd);
-    return who;
+    return c;
+  }
+
+  // The existing segment's creator, for an error: "pid P (job J)".
+  std::string holder() const {
+    const creator_info c = creator();
+    if (c.pid < 0) return "another live process";
+    return cat("pid ", c.pid, " (job '", c.job, "'): two processes were given rank 0, or two jobs the same segment name");
   }
 
   // A segment whose creator is dead is what a crashed run left: remove it.
   bool remove_if_stale() {
-    const int fd = shm_open(name_.c_str(), O_RDONLY, 0);
-    if (fd < 0) return errno == ENOENT;
-    struct stat st {};
-    int pid = -1;
-    std::uint64_t start = 0;
-    if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm_header))) {
-      void* p = mmap(nullptr, sizeof(shm_header), PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) {
-        const auto* h = static_cast<const shm_header*>(p);
-        if (h->magic == shm_magic) pid = h->creator_pid, start = h->creator_start;
-        munmap(p, sizeof(shm_header));
-      }
-    }
-    close(fd);
-    if (st.st_uid != geteuid() || process_alive(pid, start)) return false;
+    const creator_info c = creator();
+    if (c.missing) return true;
+    if (!c.ours || process_alive(c.pid, c.start)) return false;
     return shm_unlink(name_.c_str()) == 0 || errno == ENOENT;
   }
 
