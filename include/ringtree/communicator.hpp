@@ -17,21 +17,18 @@
 // messages and reductions as a Chrome trace (transport/traced.hpp).
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <memory>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include <ringtree/algorithms/barrier.hpp>
-#include <ringtree/algorithms/rabenseifner.hpp>
-#include <ringtree/algorithms/recursive_doubling.hpp>
-#include <ringtree/algorithms/ring.hpp>
-#include <ringtree/algorithms/scatter.hpp>
-#include <ringtree/algorithms/scatter_allgather.hpp>
-#include <ringtree/algorithms/tree.hpp>
+#include <ringtree/algorithms/table.hpp>
 #include <ringtree/calibration.hpp>
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
@@ -55,94 +52,130 @@ inline std::string product_text(int n, std::size_t per_rank) {
   return p ? cat(n, " * ", per_rank, " = ", *p) : cat(n, " * ", per_rank, ", which overflows");
 }
 
-// RINGTREE_ALGO=ring (or tree, ...): every call that offers it uses it,
-// like NCCL_ALGO; other calls choose as usual.
-inline std::optional<algorithm> env_algorithm() {
-  const char* s = std::getenv("RINGTREE_ALGO");
-  if (s == nullptr || *s == '\0') return std::nullopt;
-  if (auto a = algorithm_from_string(s); a && *a != algorithm::automatic) return a;
-  std::string names;
-  for (std::size_t k = 1; k < std::size(algorithm_names); ++k) names += (k > 1 ? ", " : "") + std::string(algorithm_names[k]);
-  throw error("RINGTREE_ALGO", -1, cat("unknown algorithm '", s, "' (one of: ", names, ")"));
-}
 }  // namespace detail
 
+// Any contiguous range of elements (std::vector, std::array, std::span, a
+// C array) a collective may take where a span is shown.
+template <class R>
+concept buffer_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+                       element<std::remove_cv_t<std::ranges::range_value_t<R>>>;
+template <buffer_range R>
+auto view(R&& r) noexcept {
+  return std::span<std::remove_reference_t<std::ranges::range_reference_t<R>>>(std::ranges::data(r), std::ranges::size(r));
+}
+template <buffer_range R>
+auto const_view(R&& r) noexcept {
+  return std::span<const std::remove_cv_t<std::ranges::range_value_t<R>>>(std::ranges::data(r), std::ranges::size(r));
+}
+template <class R>
+concept writable_range = buffer_range<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+template <class A, class B>
+concept same_elements = std::same_as<std::remove_cv_t<std::ranges::range_value_t<A>>, std::remove_cv_t<std::ranges::range_value_t<B>>>;
+
 struct communicator_options {
-  bool checked = detail::env_flag("RINGTREE_CHECK");
-  std::optional<algorithm> forced = detail::env_algorithm();  // RINGTREE_ALGO
-  detail::tuning tuning{};
-  std::optional<cost_model> model{};  // unset: the cached (or else calibrated) constants
+  bool checked = false;            // or RINGTREE_CHECK=1
+  std::optional<algorithm> algo;   // replaces automatic where offered (as RINGTREE_ALGO does; this wins)
+  chunk_sizes chunks{};            // pipeline chunk sizes
+  std::optional<cost_model> model; // set: automatic chooses by this model instead of measuring
 };
 
 template <transport Transport>
 class communicator {
  public:
-  explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(std::move(opt)) { open_trace(); }
+  explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(std::move(opt)) { open(); }
   // A communicator that owns its transport (what split returns).
   explicit communicator(std::unique_ptr<Transport> t, communicator_options opt = {})
       : owned_(std::move(t)), t_(owned_.get()), opt_(std::move(opt)) {
-    open_trace();
+    open();
   }
+  // One communicator per rank and transport: it owns scratch and tuning
+  // state that a copy would share by accident. Move it instead.
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+  communicator(communicator&&) noexcept = default;
+  communicator& operator=(communicator&&) noexcept = default;
 
   int rank() const noexcept { return t_->rank(); }
+  int size() const noexcept { return t_->size(); }
+  Transport& transport() const noexcept { return *t_; }
+  bool checked() const noexcept { return opt_.checked; }
+  void set_checked(bool on) noexcept { opt_.checked = on; }
   // Gives up after an error (a timeout_error above all), where the transport
   // can: over MPI it ends the whole job now (MPI_Abort, like NCCL's
   // ncclCommAbort); over shared memory the transport refuses every later
   // call and the peers' waits on this rank raise at once. docs/errors.md
   // says what else is safe after a timeout on each transport.
   void abort() requires requires(Transport& t) { t.abort(); } { t_->abort(); }
-  int size() const noexcept { return t_->size(); }
-  Transport& transport() const noexcept { return *t_; }
-  bool checked() const noexcept { return opt_.checked; }
-  void set_checked(bool on) noexcept { opt_.checked = on; }
 
-  // The cost model in use, with its constants. The first call loads or
-  // measures them on every rank: call it on all ranks, like a collective.
+  // A collective call, like the others (every rank calls it): the cost
+  // model with its constants, which the first call loads from the cache
+  // or measures (calibration.hpp). For teaching and for explaining choices.
   const ringtree::tuner& model() {
-    if (!tuner_) tuner_.emplace(size(), opt_.model ? *opt_.model : detail::load_or_calibrate(tt_), opt_.tuning);
+    if (!tuner_) {
+      auto l = lane(false);
+      tuner_.emplace(size(), opt_.model ? *opt_.model : detail::load_or_calibrate(l), opt_.chunks, detail::memory_kind_of<Transport>());
+    }
     return *tuner_;
   }
-  // The algorithm algorithm::automatic runs for collective `c` on `bytes`
-  // (the whole buffer; one rank's block for scatter, gather, allgather).
-  // Collective when it needs the model (see model()).
+  // A collective call (every rank calls it with the same arguments): the
+  // algorithm automatic runs for collective `c` on `bytes` (the whole
+  // buffer; one rank's block for scatter, gather, allgather). It measures
+  // the offered algorithms the first time a size bin is asked about (see
+  // README, "Choosing algorithms"), unless the choice is cached.
   algorithm choose(collective c, std::size_t bytes) {
-    if (opt_.forced && detail::offers(c, *opt_.forced)) return *opt_.forced;
-    if (size() == 1 || detail::offered(c).size() == 1) return detail::offered(c).front();
-    return model().choose(c, bytes);
+    const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
+    if (opt_.algo && detail::offers(c, *opt_.algo, at)) return *opt_.algo;
+    if (env_algo_ && detail::offers(c, *env_algo_, at)) return *env_algo_;
+    int offered = 0;
+    algorithm first = algorithm::automatic;
+    for (const auto& r : detail::rows)
+      if (r.what == c && r.offered(at) && offered++ == 0) first = r.id;
+    if (offered <= 1 || size() == 1 || bytes == 0) return first;
+    if (opt_.model || cfg_.tune == config::tuning::model) return model().choose(c, bytes);
+    return tuned(c, bytes, at);
+  }
+  // Measures every size bin of collective c up to `max_bytes` now (a
+  // collective call), instead of on first use.
+  void tune(collective c, std::size_t max_bytes = std::size_t{1} << detail::tuning_table::max_bin) {
+    for (int bin = 0; bin <= detail::tuning_table::bin_of(max_bytes); ++bin) (void)choose(c, std::size_t{1} << bin);
   }
 
-  template <element E>
-  void allreduce(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void allreduce(In&& in_range, Out&& out_range, op o = op::sum, algorithm a = algorithm::automatic) {
+    auto in = const_view(in_range);
+    auto out = view(out_range);
+    using E = typename decltype(out)::element_type;
     call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size());
     c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
     c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
     finish(c);
     memory().copy(out, in);
     if (out.empty()) return;
-    reduce_and_average(out, o, [&](auto data, op ro) { run_allreduce(c, data, ro); }, [](auto data) { return data; });
+    reduce_and_average(out, o, [&](auto data, op ro) { run<collective::allreduce>(c.algo, data, ro); },
+                       [](auto data) { return data; });
   }
-  template <element E>
-  void allreduce(std::span<E> inout, op o = op::sum, algorithm a = algorithm::automatic) {
-    allreduce(std::span<const E>(inout), inout, o, a);
+  template <writable_range R>
+  void allreduce(R&& inout, op o = op::sum, algorithm a = algorithm::automatic) {
+    auto s = view(inout);
+    allreduce(std::span<const typename decltype(s)::element_type>(s), s, o, a);
   }
 
-  template <element E>
-  void broadcast(std::span<E> data, int root, algorithm a = algorithm::automatic) {
+  template <writable_range R>
+  void broadcast(R&& range, int root, algorithm a = algorithm::automatic) {
+    auto data = view(range);
+    using E = typename decltype(data)::element_type;
     call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size());
     finish(c);
-    if (size() == 1 || data.empty()) return;
-    switch (c.algo) {
-      case algorithm::ring: ring::broadcast(tt_, data, root, opt_.tuning); break;
-      case algorithm::tree: tree::broadcast(tt_, data, root, opt_.tuning); break;
-      case algorithm::scatter_allgather: scatter_allgather::broadcast(tt_, data, root); break;
-      default: tree::binomial_broadcast(tt_, data, root); break;
-    }
+    if (data.empty()) return;
+    run<collective::broadcast>(c.algo, data, root);
   }
 
   // `out` must hold in.size() elements on the root; elsewhere it is unused.
-  template <element E>
-  void reduce(std::span<const E> in, std::span<E> out, int root, op o = op::sum,
-              algorithm a = algorithm::automatic) {
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void reduce(In&& in_range, Out&& out_range, int root, op o = op::sum, algorithm a = algorithm::automatic) {
+    auto in = const_view(in_range);
+    auto out = view(out_range);
+    using E = typename decltype(out)::element_type;
     call c = start<E>(collective::reduce, in.size(), o, root, a, in.size());
     if (rank() == root) {
       c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
@@ -151,27 +184,23 @@ class communicator {
     finish(c);
     if (in.empty()) return;
     auto mem = memory();
-    typename memory_of<Transport>::template buffer<E> work;
+    typename decltype(mem)::template buffer<E> work;
     std::span<E> data = out;
     if (rank() != root) {  // the algorithms reduce in place: keep `in` intact
       work = mem.template scratch<E>(in.size());
       data = work.span();
     }
     mem.copy(data, in);
-    auto reduction = [&](auto d, op ro) {
-      if (size() == 1) return;
-      switch (c.algo) {
-        case algorithm::ring: ring::reduce(tt_, d, ro, root, opt_.tuning); break;
-        case algorithm::tree: tree::reduce(tt_, d, ro, root, opt_.tuning); break;
-        default: tree::binomial_reduce(tt_, d, ro, root); break;
-      }
-    };
-    reduce_and_average(data, o, reduction, [&](auto d) { return rank() == root ? d : d.first(0); });
+    reduce_and_average(data, o, [&](auto d, op ro) { run<collective::reduce>(c.algo, d, ro, root); },
+                       [&](auto d) { return rank() == root ? d : d.first(0); });
   }
 
   // The root's `in` holds size() * out.size() elements; rank i receives block i.
-  template <element E>
-  void scatter(std::span<const E> in, std::span<E> out, int root, algorithm a = algorithm::automatic) {
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void scatter(In&& in_range, Out&& out_range, int root, algorithm a = algorithm::automatic) {
+    auto in = const_view(in_range);
+    auto out = view(out_range);
+    using E = typename decltype(out)::element_type;
     call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size());
     if (rank() == root) {
       c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(),
@@ -180,13 +209,15 @@ class communicator {
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
-    if (c.algo == algorithm::linear) linear::scatter(tt_, in, out, root);
-    else binomial::scatter(tt_, in, out, root);
+    run<collective::scatter>(c.algo, in, out, root);
   }
 
   // The root's `out` receives size() * in.size() elements, rank i's in block i.
-  template <element E>
-  void gather(std::span<const E> in, std::span<E> out, int root, algorithm a = algorithm::automatic) {
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void gather(In&& in_range, Out&& out_range, int root, algorithm a = algorithm::automatic) {
+    auto in = const_view(in_range);
+    auto out = view(out_range);
+    using E = typename decltype(out)::element_type;
     call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size());
     if (rank() == root) {
       c.require(detail::product_of(in.size(), size()) == out.size(), "out.size() = ", out.size(),
@@ -195,13 +226,15 @@ class communicator {
       c.require(!overlap(in, out), "in and out overlap");
     }
     finish(c);
-    if (c.algo == algorithm::linear) linear::gather(tt_, in, out, root);
-    else binomial::gather(tt_, in, out, root);
+    run<collective::gather>(c.algo, in, out, root);
   }
 
   // `in` holds size() * out.size() elements; rank i receives block i reduced.
-  template <element E>
-  void reduce_scatter(std::span<const E> in, std::span<E> out, op o = op::sum, algorithm a = algorithm::automatic) {
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void reduce_scatter(In&& in_range, Out&& out_range, op o = op::sum, algorithm a = algorithm::automatic) {
+    auto in = const_view(in_range);
+    auto out = view(out_range);
+    using E = typename decltype(out)::element_type;
     call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
     c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(), " but size() * out.size() = ",
               detail::product_text(size(), out.size()));
@@ -213,14 +246,17 @@ class communicator {
     auto work = mem.template scratch<E>(in.size());
     mem.copy(work.span(), in);
     auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
-    reduce_and_average(work.span(), o, [&](auto d, op ro) { ring::reduce_scatter(tt_, d, ro, opt_.tuning); }, mine);
+    reduce_and_average(work.span(), o, [&](auto d, op ro) { run<collective::reduce_scatter>(c.algo, d, ro); }, mine);
     mem.copy(out, std::span<const E>(mine(work.span())));
   }
 
   // `out` receives size() * in.size() elements, rank i's `in` in block i.
   // `in` may be out's block rank() (in place).
-  template <element E>
-  void allgather(std::span<const E> in, std::span<E> out, algorithm a = algorithm::automatic) {
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void allgather(In&& in_range, Out&& out_range, algorithm a = algorithm::automatic) {
+    auto in = const_view(in_range);
+    auto out = view(out_range);
+    using E = typename decltype(out)::element_type;
     call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size());
     const bool sized = detail::product_of(in.size(), size()) == out.size();
     c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
@@ -233,15 +269,14 @@ class communicator {
                           reinterpret_cast<std::uintptr_t>(out.data()) + at * sizeof(E);
     if (sized) c.require(in_place || !overlap(in, out), "in overlaps out but is not out's block ", rank());
     finish(c);
-    auto mine = out.subspan(at, in.size());
-    memory().copy(mine, in);
-    ring::allgather(tt_, out);
+    memory().copy(out.subspan(at, in.size()), in);
+    run<collective::allgather>(c.algo, out);
   }
 
   void barrier() {
     call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
     finish(c);
-    dissemination::barrier(tt_);
+    run<collective::barrier>(c.algo);
   }
 
   // Sub-communicators, like MPI_Comm_split: every rank calls it; ranks with
@@ -253,7 +288,7 @@ class communicator {
     const int n = size();
     std::vector<std::int64_t> all(2 * n);
     const std::int64_t mine[2] = {color, key};
-    allgather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+    allgather(mine, all);
     std::vector<int> members;
     for (int r = 0; r < n; ++r)
       if (all[2 * r] == color) members.push_back(r);
@@ -276,7 +311,7 @@ class communicator {
     algorithm algo;
     int rank;
     std::string problem;
-    std::size_t bytes;  // what the tuner is asked about
+    std::size_t bytes;  // what automatic is asked about
     template <class... A>
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
@@ -290,14 +325,33 @@ class communicator {
               " are more bytes than memory can hold");
       return b;
     }
-    std::array<std::uint64_t, 7> words() const {
-      return {std::uint64_t(what), count, std::uint64_t(type), std::uint64_t(o),
-              std::uint64_t(std::int64_t(root)), std::uint64_t(algo), problem.empty() ? 0u : 1u};
-    }
   };
-  static constexpr const char* field_names[] = {"call", "count", "element type", "op", "root", "algorithm", "argument check"};
+  // What checked mode compares, field by field: one table, so that the
+  // words sent and the words explained cannot drift apart. The argument
+  // check comes last.
+  struct field {
+    const char* name;
+    std::uint64_t (*word)(const call&);
+    std::string (*show)(std::uint64_t);
+  };
+  static std::string number(std::uint64_t v) { return std::to_string(v); }
+  static constexpr field fields[] = {
+      {"call", [](const call& c) { return std::uint64_t(c.what); }, [](std::uint64_t v) { return std::string(to_string(collective(v))); }},
+      {"count", [](const call& c) { return std::uint64_t(c.count); }, number},
+      {"element type", [](const call& c) { return std::uint64_t(c.type); }, [](std::uint64_t v) { return std::string(to_string(dtype(v))); }},
+      {"op", [](const call& c) { return std::uint64_t(c.o); }, [](std::uint64_t v) { return std::string(to_string(op(v))); }},
+      {"root", [](const call& c) { return std::uint64_t(std::int64_t(c.root)); }, [](std::uint64_t v) { return std::to_string(std::int64_t(v)); }},
+      {"algorithm", [](const call& c) { return std::uint64_t(c.algo); }, [](std::uint64_t v) { return std::string(to_string(algorithm(v))); }},
+      {"argument check", [](const call& c) { return std::uint64_t(c.problem.empty() ? 0 : 1); }, number},
+  };
 
-  auto memory() const { return tt_.memory(); }
+  // The transport the algorithms run on: traced when RINGTREE_TRACE is set,
+  // with scratch from this communicator's pool. Measurements (tuning,
+  // calibration) are not traced.
+  traced_transport<Transport> lane(bool traced = true) const {
+    return traced_transport<Transport>(*t_, traced && trace_ ? trace_->rec.get() : nullptr, pool_.get());
+  }
+  auto memory() const { return lane().memory(); }
 
   template <class A, class B>
   static bool overlap(std::span<A> a, std::span<B> b) noexcept {
@@ -305,7 +359,7 @@ class communicator {
     return !a.empty() && !b.empty() && pa < pb + b.size_bytes() && pb < pa + a.size_bytes();
   }
 
-  // `elems`: how many elements the tuner's size is, checked to fit in bytes.
+  // `elems`: how many elements the call's size is, checked to fit in bytes.
   template <class E>
   call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems) {
     call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
@@ -313,15 +367,16 @@ class communicator {
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
-    if (opt_.forced && detail::offers(what, *opt_.forced)) c.algo = *opt_.forced;
-    else if (a != algorithm::automatic && !detail::offers(what, a))  // the message is built only when needed: calls are on the hot path
-      c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what),
-                " (available: ", detail::offered_names(what), ")");
+    if (a != algorithm::automatic && !detail::offers(what, a, {size(), c.bytes, detail::memory_kind_of<Transport>()})) {
+      const placement at{size(), c.bytes, detail::memory_kind_of<Transport>()};  // the message is built only when needed
+      c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
+                size(), " ranks (available: ", detail::offered_names(what, &at), ")");
+    }
     return c;
   }
 
   // Raise on bad arguments; in checked mode, first agree across ranks.
-  // Then resolve automatic (which may load the model: all ranks are here).
+  // Then resolve automatic (which may measure: all ranks are here).
   void finish(call& c) {
     if (opt_.checked && size() > 1) compare(c, std::string(to_string(c.what)));
     if (!c.problem.empty()) throw error(std::string(to_string(c.what)), rank(), c.problem);
@@ -329,11 +384,11 @@ class communicator {
   }
 
   void compare(const call& c, const std::string& name) {
-    constexpr std::size_t w = std::tuple_size_v<decltype(c.words())>;
+    constexpr std::size_t w = std::size(fields);
     std::vector<std::uint64_t> all(w * size());
-    auto mine = c.words();
-    std::copy(mine.begin(), mine.end(), all.begin() + w * rank());
-    ring::allgather(tt_, std::span<std::uint64_t>(all));  // blocks are exactly w words each
+    for (std::size_t f = 0; f < w; ++f) all[w * rank() + f] = fields[f].word(c);
+    auto l = lane();
+    ring::allgather(l, std::span<std::uint64_t>(all));  // blocks are exactly w words each
     auto word = [&](int r, std::size_t f) { return all[w * r + f]; };
     std::string invalid;
     for (int r = 0; r < size(); ++r)
@@ -348,32 +403,19 @@ class communicator {
         if (word(r, f) != word(0, f)) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
       if (differ.empty()) continue;
       std::string values;
-      for (int r = 0; r < size(); ++r) values += detail::cat(r ? ", " : "", "rank ", r, ": ", describe(f, word(r, f)));
-      throw error(name, rank(), detail::cat("checked mode: ranks ", differ, " differ from rank 0 in ",
-                                            field_names[f], " (", values, ")"));
+      for (int r = 0; r < size(); ++r) values += detail::cat(r ? ", " : "", "rank ", r, ": ", fields[f].show(word(r, f)));
+      throw error(name, rank(), detail::cat("checked mode: ranks ", differ, " differ from rank 0 in ", fields[f].name,
+                                            " (", values, ")"));
     }
   }
 
-  static std::string describe(std::size_t field, std::uint64_t v) {
-    switch (field) {
-      case 0: return std::string(to_string(collective(v)));
-      case 2: return std::string(to_string(dtype(v)));
-      case 3: return std::string(to_string(op(v)));
-      case 4: return std::to_string(std::int64_t(v));
-      case 5: return std::string(to_string(algorithm(v)));
-      default: return std::to_string(v);
-    }
-  }
-
-  template <class E>
-  void run_allreduce(const call& c, std::span<E> data, op o) {
-    if (size() == 1) return;
-    switch (c.algo) {
-      case algorithm::ring: ring::allreduce(tt_, data, o, opt_.tuning); break;
-      case algorithm::recursive_doubling: recursive_doubling::allreduce(tt_, data, o); break;
-      case algorithm::rabenseifner: rabenseifner::allreduce(tt_, data, o, opt_.tuning); break;
-      default: tree::allreduce(tt_, data, o, opt_.tuning); break;
-    }
+  // Runs algorithm a's row of collective C on the arguments.
+  template <collective C, class... A>
+  void run(algorithm a, A&&... args) {
+    if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
+    auto l = lane();
+    if (!detail::algorithm_table::run<C>(a, [&](auto row) { row.run(l, opt_.chunks, args...); }))
+      throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
   }
 
   // `reduction(span, op)` reduces in place (on any element type); then avg
@@ -397,23 +439,130 @@ class communicator {
     if (o == op::avg) mem.average(kept(data), size());
   }
 
-  void open_trace() {
+  // automatic by measurement: the choice of the bin `bytes` falls in, from
+  // this process's table (loaded once from the cache, the same on every
+  // rank), else measured now on every rank.
+  algorithm tuned(collective c, std::size_t bytes, const placement& at) {
+    if (!tuning_) {
+      tuning_ = std::make_unique<detail::tuning_table>();
+      detail::load_tuning(lane(false), *tuning_, cfg_.tune == config::tuning::fresh);
+    }
+    const int bin = detail::tuning_table::bin_of(bytes);
+    algorithm pick = tuning_->get(c, bin);
+    if (pick == algorithm::automatic) {
+      pick = measure(c, bin);
+      tuning_->set(c, bin, pick);
+      detail::save_tuning(lane(false), *tuning_);
+    }
+    return detail::offers(c, pick, at) ? pick : model().choose(c, bytes);
+  }
+
+  // Times every algorithm offered at bin's size on this transport, with
+  // buffers of its own (never the caller's), and returns the fastest. The
+  // same calls on every rank: the numbers of repetitions come from times
+  // every rank agrees on (the slowest rank's, by an all-reduce of max).
+  algorithm measure(collective c, int bin) {
+    const std::size_t bytes = std::size_t{1} << bin;
+    const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
+    const auto algos = detail::offered(c, &at);
+    if (algos.size() < 2) return algos.empty() ? algorithm::automatic : algos.front();
+    const int n = size();
+    const std::size_t e = std::max<std::size_t>(1, bytes / sizeof(float));  // floats, as gradients are
+    const std::size_t total = c == collective::reduce_scatter ? std::max<std::size_t>(e, n) : e;
+    const std::size_t block = c == collective::reduce_scatter ? total / n : e;
+    auto raw = t_->memory();
+    auto a = raw.template scratch<float>(std::max(total, block * n)), b = raw.template scratch<float>(block);
+    if constexpr (detail::memory_kind_of<Transport>() == memory_kind::host) {  // zeros: sums stay finite, no denormals
+      std::memset(static_cast<void*>(a.span().data()), 0, a.span().size_bytes());
+      std::memset(static_cast<void*>(b.span().data()), 0, b.span().size_bytes());
+    }
+    auto x = a.span(), y = b.span();
+    auto once = [&](algorithm al) {
+      switch (c) {  // every collective, no default: a new one must say how it is measured
+        case collective::allreduce: run<collective::allreduce>(al, x.first(total), op::sum); break;
+        case collective::broadcast: run<collective::broadcast>(al, x.first(total), 0); break;
+        case collective::reduce: run<collective::reduce>(al, x.first(total), op::sum, 0); break;
+        case collective::scatter: run<collective::scatter>(al, std::span<const float>(x.first(block * n)), y.first(block), 0); break;
+        case collective::gather: run<collective::gather>(al, std::span<const float>(y.first(block)), x.first(block * n), 0); break;
+        case collective::reduce_scatter: run<collective::reduce_scatter>(al, x.first(block * n), op::sum); break;
+        case collective::allgather: run<collective::allgather>(al, x.first(block * n)); break;
+        case collective::barrier: run<collective::barrier>(al); break;
+      }
+    };
+    auto slowest = [&](std::vector<double>& v) {
+      auto l = lane(false);
+      ring::allreduce(l, std::span<double>(v), op::max, opt_.chunks);
+    };
+    using clock = std::chrono::steady_clock;
+    auto seconds = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+    const std::size_t k = algos.size();
+    std::vector<double> warm(k);
+    for (std::size_t i = 0; i < k; ++i) {  // the first call pays for connections and pages; the second is timed
+      once(algos[i]);
+      const auto t0 = clock::now();
+      once(algos[i]);
+      warm[i] = seconds(t0);
+    }
+    slowest(warm);
+    // A sample is a batch of calls lasting about sample_s; rounds interleave
+    // the algorithms so that a noisy moment hits all of them.
+    constexpr double sample_s = 2e-4, budget_s = 0.25;
+    std::vector<int> batch(k);
+    double round_s = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      batch[i] = static_cast<int>(std::clamp(sample_s / std::max(warm[i], 1e-9), 1.0, 1000.0));
+      round_s += batch[i] * warm[i];
+    }
+    const int rounds = static_cast<int>(std::clamp(budget_s / std::max(round_s, 1e-9), 3.0, 9.0));
+    std::vector<double> times(k * rounds);
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t i = 0; i < k; ++i) {
+        const auto t0 = clock::now();
+        for (int j = 0; j < batch[i]; ++j) once(algos[i]);
+        times[r * k + i] = seconds(t0) / batch[i];
+      }
+    slowest(times);  // a round of the collective takes as long as its slowest rank
+    algorithm best = algos.front();
+    double best_s = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      std::vector<double> mine;
+      for (int r = 0; r < rounds; ++r) mine.push_back(times[r * k + i]);
+      std::nth_element(mine.begin(), mine.begin() + rounds / 2, mine.end());
+      if (i == 0 || mine[rounds / 2] < best_s) best = algos[i], best_s = mine[rounds / 2];
+    }
+    return best;
+  }
+
+  void open() {
+    cfg_ = config::from_env();
+    opt_.checked = opt_.checked || cfg_.check;
+    if (!cfg_.algo.empty()) {
+      env_algo_ = algorithm_from_string(cfg_.algo);
+      if (!env_algo_ || *env_algo_ == algorithm::automatic) {
+        env_algo_.reset();
+        if (cfg_.algo != "automatic")
+          throw error("RINGTREE_ALGO", -1, detail::cat("unknown algorithm '", cfg_.algo, "' (one of: ", detail::algorithm_names_list(), ")"));
+      }
+    }
+    pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
     if (auto* sink = detail::trace_sink::from_env()) {
       // new with braces: clang 14 has no parenthesised aggregate
       // initialisation, and a temporary handle would flush the file on its way out
       trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),
                                                        detail::transport_in_process<Transport>(),
                                                        detail::transport_name<Transport>())});
-      tt_ = traced_transport<Transport>(*t_, trace_->rec.get());
     }
   }
 
-  std::shared_ptr<Transport> owned_;  // set for communicators made by split
+  std::unique_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
   communicator_options opt_;
-  std::shared_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
-  traced_transport<Transport> tt_{*t_, nullptr};  // what the algorithms run on: t_, traced or not
+  config cfg_;
+  std::optional<algorithm> env_algo_;  // RINGTREE_ALGO
+  std::unique_ptr<detail::scratch_pool<memory_of<Transport>>> pool_;
+  std::unique_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
   std::optional<ringtree::tuner> tuner_;
+  std::unique_ptr<detail::tuning_table> tuning_;
 };
 
 }  // namespace ringtree

@@ -9,12 +9,6 @@
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/local.hpp>
 #include <ringtree/transport/traced.hpp>
-#include <ringtree/algorithms/rabenseifner.hpp>
-#include <ringtree/algorithms/recursive_doubling.hpp>
-#include <ringtree/algorithms/ring.hpp>
-#include <ringtree/algorithms/tree.hpp>
-#include <ringtree/algorithms/scatter.hpp>
-#include <ringtree/algorithms/scatter_allgather.hpp>
-#include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/algorithms/table.hpp>
 #include <ringtree/tuner.hpp>
 #include <ringtree/communicator.hpp>

@@ -15,4 +15,13 @@ void barrier(T& t) {
                      std::span<std::byte>(got));
 }
 
+
+// The row of the algorithm table (table.hpp): a 1-byte token per round.
+struct barrier_row : detail::row<collective::barrier, algorithm::dissemination> {
+  static constexpr std::string_view name = "dissemination";
+  static constexpr cost_counts counts(const shape& s, double) noexcept { return {double(s.lc), double(s.lc), 0, 0}; }
+  template <transport T>
+  static void run(T& t, const chunk_sizes&) { barrier(t); }
+};
+
 }  // namespace ringtree::dissemination

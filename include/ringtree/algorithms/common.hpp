@@ -4,21 +4,88 @@
 // algorithms are made of (send one span while receiving another, with or
 // without reducing what arrives). Written only against the transport
 // concept and its memory object, so host and device buffers share them.
+//
+// Also what every row of the algorithm table (table.hpp) is made of: the
+// names of collectives and algorithms, the cost counts and what they
+// depend on.
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <ringtree/core/reduce.hpp>
 #include <ringtree/transport/transport.hpp>
 
-namespace ringtree::detail {
+namespace ringtree {
 
-// Pipeline granularity: one table, not constants scattered through headers.
-struct tuning {
+// Every algorithm any collective offers; table.hpp says which collective
+// offers which, and how each is spelled.
+enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather, one_shot, dissemination };
+
+enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier };
+inline constexpr collective all_collectives[] = {collective::allreduce, collective::broadcast,      collective::reduce,
+                                                 collective::scatter,   collective::gather,         collective::reduce_scatter,
+                                                 collective::allgather, collective::barrier};
+
+constexpr std::string_view to_string(collective c) noexcept {
+  constexpr std::string_view names[] = {"allreduce", "broadcast",      "reduce",    "scatter",
+                                        "gather",    "reduce_scatter", "allgather", "barrier"};
+  return names[static_cast<int>(c)];
+}
+
+// Pipeline granularity (communicator_options::chunks): one table, not
+// constants scattered through headers.
+struct chunk_sizes {
   std::size_t ring_chunk_bytes = std::size_t{1} << 19;  // overlap reduce with the next receive
   std::size_t tree_chunk_bytes = std::size_t{1} << 16;  // keep every tree level busy
   std::size_t chain_chunk_bytes = std::size_t{1} << 18; // pipelined chain broadcast
+};
+
+// What one call costs in the cost model's units (tuner.hpp).
+struct cost_counts {
+  double steps = 0;        // latency steps: the longest chain of dependent messages
+  double bytes = 0;        // the most bytes one rank sends, or receives, whichever is more
+  double reduced = 0;      // the most bytes one rank reduces into its buffer
+  double large_steps = 0;  // steps whose messages are larger than the model's knee
+};
+
+// Where a call would run: what decides whether a row is offered.
+struct placement {
+  int ranks;
+  std::size_t bytes;  // what the call moves (see tuner.hpp)
+  memory_kind memory;
+};
+
+// What a row's cost counts depend on besides the buffer size: the rank
+// count n, floor and ceil of log2 n, the largest power of two p <= n (and
+// whether ranks are folded into it), the chunk sizes, the model's knee,
+// and the double binary tree's shape (tree.hpp). Made once per rank count.
+struct shape {
+  int n = 1, lf = 0, lc = 0;
+  double p = 1, odd = 0;
+  chunk_sizes chunks{};
+  double knee = 0;  // 0: no knee
+  int tree_moved = 0, tree_reduced = 0, tree_steps_one = 0, tree_steps_many = 0;
+  // Counts of an algorithm whose steps all send `message` bytes.
+  constexpr cost_counts uniform(double steps, double bytes, double reduced, double message) const noexcept {
+    return {steps, bytes, reduced, large(message) ? steps : 0};
+  }
+  constexpr bool large(double message) const noexcept { return knee > 0 && message > knee; }
+};
+
+}  // namespace ringtree
+
+namespace ringtree::detail {
+
+// What every row of the algorithm table starts from: its collective, its
+// algorithm, and where it is offered (everywhere, unless the row says).
+// A row adds its name, its counts(shape, bytes) and run(transport, chunks, ...).
+template <collective C, algorithm A>
+struct row {
+  static constexpr collective what = C;
+  static constexpr algorithm id = A;
+  static constexpr bool offered(const placement&) noexcept { return true; }
 };
 
 // Rank i's block when `count` elements are dealt to n ranks: the first

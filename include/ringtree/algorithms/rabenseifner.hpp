@@ -16,7 +16,7 @@
 namespace ringtree::rabenseifner {
 
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
   if (t.size() == 1 || data.empty()) return;
   auto mem = t.memory();
   const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), (data.size() + 1) / 2);
@@ -53,5 +53,22 @@ void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
   }
   g.finish();
 }
+
+
+// The row of the algorithm table (table.hpp). Its messages halve each
+// round (in chunks), and whole buffers fold the extra ranks in and out.
+struct allreduce_row : detail::row<collective::allreduce, algorithm::rabenseifner> {
+  static constexpr std::string_view name = "rabenseifner";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    const double p = s.p, odd = s.odd;
+    cost_counts k{2 * s.lf + 2 * odd, (2 * (p - 1) / p + odd) * B, ((p - 1) / p + odd) * B, 0};
+    k.large_steps = s.large(B) ? 2 * odd : 0;
+    for (double part = B / 2; part >= B / p && B > 0; part /= 2)
+      k.large_steps += s.large(std::min(part, double(s.chunks.ring_chunk_bytes))) ? 2 : 0;
+    return k;
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
+};
 
 }  // namespace ringtree::rabenseifner

@@ -85,5 +85,20 @@ void allreduce(T& t, std::span<E> data, op o) {
   g.finish();
 }
 
+
+// The row of the algorithm table (table.hpp). Folding the extra ranks in
+// overlaps the first rounds; handing the result back adds a step only if
+// the folded ranks reach into the upper half of the p, whose chains it
+// then extends.
+struct allreduce_row : detail::row<collective::allreduce, algorithm::recursive_doubling> {
+  static constexpr std::string_view name = "recursive_doubling";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    const double rounds = s.lf + s.odd;
+    return s.uniform(rounds + (s.n - s.p > s.p / 2 ? 1 : 0), rounds * B, rounds * B, B);
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<E> data, op o) { allreduce(t, data, o); }
+};
+
 }  // namespace recursive_doubling
 }  // namespace ringtree

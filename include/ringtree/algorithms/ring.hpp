@@ -19,7 +19,7 @@
 namespace ringtree::ring {
 
 template <transport T, class E>
-void reduce_scatter(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
+void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
   const int n = t.size(), r = t.rank();
   const int right = detail::mod(r + 1, n), left = detail::mod(r - 1, n);
   const std::size_t largest = std::max<std::size_t>(1, detail::block(data.size(), n, 0).size);
@@ -42,13 +42,13 @@ void allgather(T& t, std::span<E> data) {
 }
 
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
   reduce_scatter(t, data, o, tun);
   allgather(t, data);
 }
 
 template <transport T, class E>
-void broadcast(T& t, std::span<E> data, int root, const detail::tuning& tun = {}) {
+void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& tun = {}) {
   const int n = t.size(), v = detail::mod(t.rank() - root, n);  // position in the chain
   const int next = detail::mod(t.rank() + 1, n), prev = detail::mod(t.rank() - 1, n);
   const std::size_t chunk = detail::chunk_elems(tun.chain_chunk_bytes, sizeof(E));
@@ -66,7 +66,7 @@ void broadcast(T& t, std::span<E> data, int root, const detail::tuning& tun = {}
 // Reduce to one rank: reduce-scatter, then every block travels to the root.
 // Bandwidth-optimal like all-reduce; `data` is clobbered on other ranks.
 template <transport T, class E>
-void reduce(T& t, std::span<E> data, op o, int root, const detail::tuning& tun = {}) {
+void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}) {
   const int n = t.size(), r = t.rank();
   reduce_scatter(t, data, o, tun);
   if (r != root) {
@@ -82,5 +82,49 @@ void reduce(T& t, std::span<E> data, op o, int root, const detail::tuning& tun =
       recvs.push_back(detail::post_recv(t, i, detail::block_of(data, n, i)));
   detail::wait_all(t, recvs);
 }
+
+// Rows of the algorithm table (table.hpp): what each collective's ring
+// costs, and how it runs.
+struct allreduce_row : detail::row<collective::allreduce, algorithm::ring> {
+  static constexpr std::string_view name = "ring";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    const double n = s.n;
+    return s.uniform(2 * (n - 1), 2 * (n - 1) / n * B, (n - 1) / n * B, std::min(B / n, double(s.chunks.ring_chunk_bytes)));
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
+};
+struct broadcast_row : detail::row<collective::broadcast, algorithm::ring> {
+  static constexpr std::string_view name = "ring";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    return s.uniform(s.n - 1, B, 0, std::min(B, double(s.chunks.chain_chunk_bytes)));
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, int root) { broadcast(t, data, root, c); }
+};
+struct reduce_row : detail::row<collective::reduce, algorithm::ring> {
+  static constexpr std::string_view name = "ring";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {  // the root receives every block
+    const double n = s.n;
+    return s.uniform(n, 2 * (n - 1) / n * B, (n - 1) / n * B, B / n);
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, op o, int root) { reduce(t, data, o, root, c); }
+};
+struct reduce_scatter_row : detail::row<collective::reduce_scatter, algorithm::ring> {
+  static constexpr std::string_view name = "ring";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    const double n = s.n;
+    return s.uniform(n - 1, (n - 1) / n * B, (n - 1) / n * B, B / n);
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { reduce_scatter(t, data, o, c); }
+};
+struct allgather_row : detail::row<collective::allgather, algorithm::ring> {
+  static constexpr std::string_view name = "ring";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(s.n - 1, (s.n - 1) * B, 0, B); }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<E> data) { allgather(t, data); }
+};
 
 }  // namespace ringtree::ring

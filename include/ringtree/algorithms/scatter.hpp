@@ -68,6 +68,21 @@ void gather(T& t, std::span<const E> in, std::span<E> out, int root) {
   detail::wait_all(t, recvs);
 }
 
+// Rows of the algorithm table (table.hpp): the root sends (receives)
+// every other rank's block.
+struct scatter_row : detail::row<collective::scatter, algorithm::linear> {
+  static constexpr std::string_view name = "linear";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(1, (s.n - 1) * B, 0, B); }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { scatter(t, in, out, root); }
+};
+struct gather_row : detail::row<collective::gather, algorithm::linear> {
+  static constexpr std::string_view name = "linear";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return scatter_row::counts(s, B); }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { gather(t, in, out, root); }
+};
+
 }  // namespace linear
 
 namespace binomial {
@@ -118,6 +133,26 @@ void gather(T& t, std::span<const E> in, std::span<E> out, int root) {
     t.wait(q);
   }
 }
+
+
+// Rows of the algorithm table (table.hpp): subtrees of 1, 2, 4, ... blocks
+// travel in the rounds.
+struct scatter_row : detail::row<collective::scatter, algorithm::binomial> {
+  static constexpr std::string_view name = "binomial";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    cost_counts k{double(s.lf), (s.n - 1) * B, 0, 0};
+    for (int j = 0; j < s.lf; ++j) k.large_steps += s.large(B * double(1 << j)) ? 1 : 0;
+    return k;
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { scatter(t, in, out, root); }
+};
+struct gather_row : detail::row<collective::gather, algorithm::binomial> {
+  static constexpr std::string_view name = "binomial";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return scatter_row::counts(s, B); }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { gather(t, in, out, root); }
+};
 
 }  // namespace binomial
 }  // namespace ringtree

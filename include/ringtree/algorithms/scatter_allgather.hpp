@@ -26,4 +26,15 @@ void broadcast(T& t, std::span<E> data, int root) {
   ring::allgather(t, data);
 }
 
+
+// The row of the algorithm table (table.hpp).
+struct broadcast_row : detail::row<collective::broadcast, algorithm::scatter_allgather> {
+  static constexpr std::string_view name = "scatter_allgather";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    return s.uniform(s.n, 2 * (s.n - 1.0) / s.n * B, 0, B / s.n);
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<E> data, int root) { broadcast(t, data, root); }
+};
+
 }  // namespace ringtree::scatter_allgather

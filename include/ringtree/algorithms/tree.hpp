@@ -86,7 +86,7 @@ void down(T& t, const links& l, std::span<E> chunk, std::vector<typename T::requ
 }  // namespace detail_
 
 template <transport T, class E>
-void reduce(T& t, std::span<E> data, op o, int root, const detail::tuning& tun = {}) {
+void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}) {
   const links l = binary_tree_rooted(t.size(), t.rank(), root);
   const std::size_t chunk = std::min(detail::chunk_elems(tun.tree_chunk_bytes, sizeof(E)), std::max<std::size_t>(1, data.size()));
   auto slots = t.memory().template scratch<E>(2 * chunk);
@@ -97,7 +97,7 @@ void reduce(T& t, std::span<E> data, op o, int root, const detail::tuning& tun =
 }
 
 template <transport T, class E>
-void broadcast(T& t, std::span<E> data, int root, const detail::tuning& tun = {}) {
+void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& tun = {}) {
   const links l = binary_tree_rooted(t.size(), t.rank(), root);
   const std::size_t chunk = detail::chunk_elems(tun.tree_chunk_bytes, sizeof(E));
   std::vector<typename T::request> sends;
@@ -117,7 +117,7 @@ void broadcast(T& t, std::span<E> data, int root, const detail::tuning& tun = {}
 // Messages of one pair must keep their order, so a rank whose parent is the
 // same in both trees (their chunks interleave on one channel) does not.
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const detail::tuning& tun = {}) {
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
   const int n = t.size();
   if (n == 1) return;
   const links l[2] = {binary_tree_shifted(n, t.rank(), 0), binary_tree_shifted(n, t.rank(), 1)};
@@ -183,5 +183,111 @@ void binomial_reduce(T& t, std::span<E> data, op o, int root) {
     }
   }
 }
+
+// The double binary tree's costs on n ranks (the table's shape holds them):
+// the most halves one rank moves and reduces, and the longest chain of
+// dependent messages when each half travels in one chunk or in several.
+// For the chain, the ranks' program order is followed as allreduce runs it
+// (Lamport clocks, as the traced transport counts): tree by tree, chunk by
+// chunk, up the tree from the leaves, then down from the root, where
+// leaves post all their chunks at once. With several chunks the chain no
+// longer grows: two chunks give its length.
+inline void double_tree_shape(shape& s) {
+  const int n = s.n;
+  if (n < 2) return;
+  std::vector<links> l[2];
+  std::vector<int> depth[2];
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < n; ++r) l[h].push_back(binary_tree_shifted(n, r, h));
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < n; ++r) {
+      int d = 0;
+      for (int x = r; l[h][x].parent >= 0; x = l[h][x].parent) ++d;
+      depth[h].push_back(d);
+    }
+  auto children = [&](int h, int r) { return int(l[h][r].child[0] >= 0) + int(l[h][r].child[1] >= 0); };
+  for (int r = 0; r < n; ++r) {
+    int moved = 0, reduced = 0;
+    for (int h = 0; h < 2; ++h) moved += children(h, r) + (l[h][r].parent >= 0), reduced += children(h, r);
+    s.tree_moved = std::max(s.tree_moved, moved);
+    s.tree_reduced = std::max(s.tree_reduced, reduced);
+  }
+  // Ranks by depth: deepest first for the way up, the root first down.
+  std::vector<int> order[2];
+  for (int h = 0; h < 2; ++h) {
+    for (int r = 0; r < n; ++r) order[h].push_back(r);
+    std::stable_sort(order[h].begin(), order[h].end(), [&](int a, int b) { return depth[h][a] > depth[h][b]; });
+  }
+  for (int chunks : {1, 2}) {
+    std::vector<int> clock(n, 0);
+    int steps = 0;
+    auto early = [&](int h, int r) { return children(h, r) == 0 && l[h][r].parent != l[1 - h][r].parent; };
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < n; ++r)
+        if (early(h, r)) steps = std::max(steps, 1);  // sent at clock 0
+    std::vector<std::vector<int>> up_sent(2, std::vector<int>(n, 0));
+    for (int j = 0; j < chunks; ++j)
+      for (int h = 0; h < 2; ++h)
+        for (int r : order[h]) {
+          if (early(h, r)) continue;
+          for (int c : l[h][r].child)
+            if (c >= 0) clock[r] = std::max(clock[r], up_sent[h][c] + 1);
+          if (l[h][r].parent >= 0) up_sent[h][r] = clock[r], steps = std::max(steps, clock[r] + 1);
+        }
+    std::vector<std::vector<int>> down_sent(2, std::vector<int>(n, 0));
+    for (int j = 0; j < chunks; ++j)
+      for (int h = 0; h < 2; ++h)
+        for (auto it = order[h].rbegin(); it != order[h].rend(); ++it) {
+          const int r = *it;
+          if (early(h, r)) continue;
+          if (l[h][r].parent >= 0) clock[r] = std::max(clock[r], down_sent[h][l[h][r].parent] + 1);
+          down_sent[h][r] = clock[r];
+          if (children(h, r) > 0) steps = std::max(steps, clock[r] + 1);
+        }
+    (chunks == 1 ? s.tree_steps_one : s.tree_steps_many) = steps;
+  }
+}
+
+// Rows of the algorithm table (table.hpp).
+struct allreduce_row : detail::row<collective::allreduce, algorithm::tree> {
+  static constexpr std::string_view name = "tree";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    const double chunk = double(s.chunks.tree_chunk_bytes);
+    const bool many = static_cast<double>(static_cast<std::size_t>(B / 2)) > chunk;  // each half in several chunks
+    return s.uniform(many ? s.tree_steps_many : s.tree_steps_one, s.tree_moved * B / 2, s.tree_reduced * B / 2,
+                     std::min(B / 2, chunk));
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
+};
+struct broadcast_row : detail::row<collective::broadcast, algorithm::tree> {
+  static constexpr std::string_view name = "tree";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    return s.uniform(s.lf, (s.n > 2 ? 2 : 1) * B, 0, std::min(B, double(s.chunks.tree_chunk_bytes)));
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, int root) { broadcast(t, data, root, c); }
+};
+struct reduce_row : detail::row<collective::reduce, algorithm::tree> {
+  static constexpr std::string_view name = "tree";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    const double k = s.n > 2 ? 2 : 1;
+    return s.uniform(s.lf, k * B, k * B, std::min(B, double(s.chunks.tree_chunk_bytes)));
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes& c, std::span<E> data, op o, int root) { reduce(t, data, o, root, c); }
+};
+struct binomial_broadcast_row : detail::row<collective::broadcast, algorithm::binomial> {
+  static constexpr std::string_view name = "binomial";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(s.lf, s.lc * B, 0, B); }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<E> data, int root) { binomial_broadcast(t, data, root); }
+};
+struct binomial_reduce_row : detail::row<collective::reduce, algorithm::binomial> {
+  static constexpr std::string_view name = "binomial";
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(s.lf, s.lc * B, s.lc * B, B); }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<E> data, op o, int root) { binomial_reduce(t, data, o, root); }
+};
 
 }  // namespace ringtree::tree

@@ -103,6 +103,7 @@ inline unsigned grid_for(std::size_t n) {
 // reductions enqueued on the stream. Copies wait for the stream, since the
 // transport publishes a chunk right after copying it.
 struct device_memory {
+  static constexpr memory_kind kind = memory_kind::device;
   cudaStream_t stream = nullptr;
   int rank = -1;
 

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include <ringtree/transport/scratch_pool.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree {
@@ -196,14 +197,21 @@ class trace_recorder {
 };
 
 // The memory of a traced transport: the inner one, with every reduction
-// recorded as a slice.
+// recorded as a slice, and scratch lent by the communicator's pool (when
+// it has one).
 template <class M>
 struct traced_memory {
+  static constexpr memory_kind kind = detail::kind_of_memory<M>();
   M inner;
   trace_recorder* rec;
   int rank;
-  template <class E> using buffer = typename M::template buffer<E>;
-  template <class E> buffer<E> scratch(std::size_t n) const { return inner.template scratch<E>(n); }
+  detail::scratch_pool<M>* pool = nullptr;
+  template <class E> using buffer = detail::pooled_buffer<M, E>;
+  template <class E> buffer<E> scratch(std::size_t n) const {
+    if (pool == nullptr) return buffer<E>(inner.template scratch<E>(n));
+    if (n == 0) return {};
+    return buffer<E>(pool->take(n * sizeof(E)), n);
+  }
   template <class E> void copy(std::span<E> dst, std::span<const E> src) const { inner.copy(dst, src); }
   template <class E> void average(std::span<E> data, int ranks) const { inner.average(data, ranks); }
   template <class E> void split_avg(std::span<E> d, std::span<std::int64_t> r, int ranks) const { inner.split_avg(d, r, ranks); }
@@ -217,6 +225,8 @@ struct traced_memory {
   }
 };
 
+// A transport seen through a recorder (null: none) and a scratch pool
+// (null: none): what a communicator's algorithms run on.
 template <class T>
 class traced_transport {
  public:
@@ -232,10 +242,12 @@ class traced_transport {
   };
 
   traced_transport(T& inner, trace_recorder& rec) : inner_(&inner), rec_(&rec) {}
-  traced_transport(T& inner, trace_recorder* rec) : inner_(&inner), rec_(rec) {}  // null: pass through
+  traced_transport(T& inner, trace_recorder* rec, detail::scratch_pool<memory_of<T>>* pool = nullptr)
+      : inner_(&inner), rec_(rec), pool_(pool) {}
   int rank() const noexcept { return inner_->rank(); }
   int size() const noexcept { return inner_->size(); }
-  memory_type memory() const noexcept { return {inner_->memory(), rec_, rank()}; }
+  memory_type memory() const noexcept { return {inner_->memory(), rec_, rank(), pool_}; }
+  trace_recorder* recorder() const noexcept { return rec_; }
 
   request isend(int peer, std::span<const std::byte> data) {
     if (rec_ == nullptr) return {inner_->isend(peer, data)};
@@ -258,6 +270,7 @@ class traced_transport {
  private:
   T* inner_;
   trace_recorder* rec_;
+  detail::scratch_pool<memory_of<T>>* pool_ = nullptr;
 };
 
 namespace detail {

@@ -21,8 +21,12 @@
 
 namespace ringtree {
 
+// What kind of memory a transport moves (its memory_type::kind).
+enum class memory_kind { host, device };
+
 // Host memory: scratch from the heap, reductions by the vectorised loops.
 struct host_memory {
+  static constexpr memory_kind kind = memory_kind::host;
   template <class E>
   struct buffer {
     std::unique_ptr<E[]> data_;
@@ -80,6 +84,11 @@ template <class T> constexpr const char* transport_name() {
   if constexpr (requires { T::name; }) return T::name;
   else return "transport";
 }
+template <class M> constexpr memory_kind kind_of_memory() {
+  if constexpr (requires { M::kind; }) return M::kind;
+  else return memory_kind::host;
+}
+template <class T> constexpr memory_kind memory_kind_of() { return kind_of_memory<memory_of<T>>(); }
 template <class T> constexpr bool transport_in_process() {
   if constexpr (requires { T::in_process; }) return T::in_process;
   else return false;

@@ -1,0 +1,150 @@
+#pragma once
+// The algorithm table: one row per (collective, algorithm) pair, each
+// defined next to the algorithm it runs (ring.hpp's ring::allreduce_row,
+// ...). A row says its name, where it is offered, its cost counts and how
+// it runs. Everything that needs to know the algorithms reads this list:
+// names (RINGTREE_ALGO and the tools' flags), dispatch and automatic
+// (communicator.hpp), the cost model (tuner.hpp), the docs tables
+// (ringtree-model --table) and the count tests.
+//
+// Adding an algorithm: write its file with its row, add the row here (and
+// its name to the enum in common.hpp).
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <array>
+
+#include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/algorithms/one_shot.hpp>
+#include <ringtree/algorithms/rabenseifner.hpp>
+#include <ringtree/algorithms/recursive_doubling.hpp>
+#include <ringtree/algorithms/ring.hpp>
+#include <ringtree/algorithms/scatter.hpp>
+#include <ringtree/algorithms/scatter_allgather.hpp>
+#include <ringtree/algorithms/tree.hpp>
+#include <ringtree/core/error.hpp>
+
+namespace ringtree {
+namespace detail {
+
+template <class... Rows>
+struct row_list {
+  // Calls f(Row{}) for the row of collective C and algorithm a; false if
+  // there is none (the communicator checks before it dispatches).
+  template <collective C, class F>
+  static bool run(algorithm a, F&& f) {
+    return ([&] {
+      if constexpr (Rows::what == C) {
+        if (Rows::id == a) {
+          f(Rows{});
+          return true;
+        }
+      }
+      return false;
+    }() || ...);
+  }
+  // Calls f(Row{}) for every row.
+  template <class F>
+  static void each(F&& f) { (f(Rows{}), ...); }
+};
+
+// Rows of one collective are listed in order of preference on a tie.
+using algorithm_table = row_list<
+    ring::allreduce_row, tree::allreduce_row, recursive_doubling::allreduce_row, rabenseifner::allreduce_row,
+    one_shot::allreduce_row,
+    ring::broadcast_row, tree::broadcast_row, tree::binomial_broadcast_row, scatter_allgather::broadcast_row,
+    ring::reduce_row, tree::reduce_row, tree::binomial_reduce_row,
+    linear::scatter_row, binomial::scatter_row,
+    linear::gather_row, binomial::gather_row,
+    ring::reduce_scatter_row,
+    ring::allgather_row,
+    dissemination::barrier_row>;
+
+// The table's rows as values, for the questions asked at run time.
+struct row_info {
+  collective what;
+  algorithm id;
+  std::string_view name;
+  bool (*offered)(const placement&) noexcept;
+  cost_counts (*counts)(const shape&, double) noexcept;
+};
+template <class... Rows>
+constexpr auto infos(row_list<Rows...>) {
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts}...};
+}
+inline constexpr auto rows = infos(algorithm_table{});
+
+// One name per algorithm, whichever rows it has.
+constexpr bool names_agree() {
+  for (const auto& a : rows)
+    for (const auto& b : rows)
+      if (a.id == b.id && a.name != b.name) return false;
+  return true;
+}
+static_assert(names_agree(), "rows of one algorithm must spell its name the same way");
+
+}  // namespace detail
+
+constexpr std::string_view to_string(algorithm a) noexcept {
+  if (a == algorithm::automatic) return "automatic";
+  for (const auto& r : detail::rows)
+    if (r.id == a) return r.name;
+  return "unknown";
+}
+
+// The algorithm called `name` (as to_string spells it), if any: one parser
+// for RINGTREE_ALGO and the tools' flags.
+constexpr std::optional<algorithm> algorithm_from_string(std::string_view name) noexcept {
+  if (name == "automatic") return algorithm::automatic;
+  for (const auto& r : detail::rows)
+    if (r.name == name) return r.id;
+  return std::nullopt;
+}
+
+namespace detail {
+
+// The row of (c, a), if the table has one.
+constexpr const row_info* find_row(collective c, algorithm a) noexcept {
+  for (const auto& r : rows)
+    if (r.what == c && r.id == a) return &r;
+  return nullptr;
+}
+
+// Whether c offers a at all, and where the call is.
+constexpr bool offers(collective c, algorithm a) noexcept { return find_row(c, a) != nullptr; }
+constexpr bool offers(collective c, algorithm a, const placement& p) noexcept {
+  const auto* r = find_row(c, a);
+  return r != nullptr && r->offered(p);
+}
+
+// The algorithms of c (those offered at p, if given), in the table's order.
+inline std::vector<algorithm> offered(collective c, const placement* p = nullptr) {
+  std::vector<algorithm> v;
+  for (const auto& r : rows)
+    if (r.what == c && (p == nullptr || r.offered(*p))) v.push_back(r.id);
+  return v;
+}
+
+// "ring, tree, ..." (those offered at p, if given).
+inline std::string offered_names(collective c, const placement* p = nullptr) {
+  std::string s;
+  for (const auto& r : rows)
+    if (r.what == c && (p == nullptr || r.offered(*p))) s += (s.empty() ? "" : ", ") + std::string(r.name);
+  return s;
+}
+
+// Every algorithm's name, for messages about a name that is not one.
+inline std::string algorithm_names_list() {
+  std::string s;
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    bool first = true;
+    for (std::size_t j = 0; j < k; ++j) first = first && rows[j].id != rows[k].id;
+    if (first) s += (s.empty() ? "" : ", ") + std::string(rows[k].name);
+  }
+  return s;
+}
+
+}  // namespace detail
+}  // namespace ringtree
