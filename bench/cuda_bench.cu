@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     detail::cuda_check(cudaStreamCreate(&stream), "cudaStreamCreate", rank);
     cuda_ipc_transport t(shared_segment_name(MPI_COMM_WORLD), rank, size, stream);
     communicator_options opt;
-    opt.tuning.ring_chunk_bytes = std::size_t{4} << 20;
+    opt.chunks.ring_chunk_bytes = std::size_t{4} << 20;
     communicator comm(t, opt);
     float *a = nullptr, *b = nullptr;
     detail::cuda_check(cudaMalloc(&a, max_bytes), "cudaMalloc", rank);

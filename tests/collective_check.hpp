@@ -188,7 +188,7 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
                               collective::scatter,   collective::gather,         collective::reduce_scatter,
                               collective::allgather, collective::barrier};
   for (auto what : colls) {
-    std::vector<algorithm> algos(detail::offered(what).begin(), detail::offered(what).end());
+    std::vector<algorithm> algos = detail::offered(what);
     algos.push_back(algorithm::automatic);
     std::vector<op> ops = {op::sum};
     if (uses_op(what)) ops = {op::sum, op::prod, op::min, op::max, op::avg};

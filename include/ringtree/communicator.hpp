@@ -52,6 +52,13 @@ inline std::string product_text(int n, std::size_t per_rank) {
   return p ? cat(n, " * ", per_rank, " = ", *p) : cat(n, " * ", per_rank, ", which overflows");
 }
 
+// RINGTREE_ALGO's algorithm ("" and "automatic": none); an unknown name
+// is an error listing the names.
+inline std::optional<algorithm> env_algorithm(const std::string& name) {
+  if (name.empty() || name == "automatic") return std::nullopt;
+  if (auto a = algorithm_from_string(name)) return a;
+  throw error("RINGTREE_ALGO", -1, cat("unknown algorithm '", name, "' (one of: ", algorithm_names_list(), ")"));
+}
 }  // namespace detail
 
 // Any contiguous range of elements (std::vector, std::array, std::span, a
@@ -74,9 +81,9 @@ concept same_elements = std::same_as<std::remove_cv_t<std::ranges::range_value_t
 
 struct communicator_options {
   bool checked = false;            // or RINGTREE_CHECK=1
-  std::optional<algorithm> algo;   // replaces automatic where offered (as RINGTREE_ALGO does; this wins)
+  std::optional<algorithm> algo{}; // replaces automatic where offered (as RINGTREE_ALGO does; this wins)
   chunk_sizes chunks{};            // pipeline chunk sizes
-  std::optional<cost_model> model; // set: automatic chooses by this model instead of measuring
+  std::optional<cost_model> model{}; // set: automatic chooses by this model instead of measuring
 };
 
 template <transport Transport>
@@ -536,14 +543,7 @@ class communicator {
   void open() {
     cfg_ = config::from_env();
     opt_.checked = opt_.checked || cfg_.check;
-    if (!cfg_.algo.empty()) {
-      env_algo_ = algorithm_from_string(cfg_.algo);
-      if (!env_algo_ || *env_algo_ == algorithm::automatic) {
-        env_algo_.reset();
-        if (cfg_.algo != "automatic")
-          throw error("RINGTREE_ALGO", -1, detail::cat("unknown algorithm '", cfg_.algo, "' (one of: ", detail::algorithm_names_list(), ")"));
-      }
-    }
+    env_algo_ = detail::env_algorithm(cfg_.algo);
     pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
     if (auto* sink = detail::trace_sink::from_env()) {
       // new with braces: clang 14 has no parenthesised aggregate

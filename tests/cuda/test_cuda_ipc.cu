@@ -89,7 +89,7 @@ TEST_CASE("cuda_ipc: every collective, algorithm and op on device buffers matche
     small.slot_bytes = 4096;  // many chunks, rings that fill up
     cuda_ipc_transport t(shared_segment_name(MPI_COMM_WORLD), rank, size, stream, small);
     communicator_options opt;
-    opt.tuning.ring_chunk_bytes = 8192;
+    opt.chunks.ring_chunk_bytes = 8192;
     communicator comm(t, opt);
     device_comm dc{comm, stream};
     for (const auto& c : rt_test::all_cases(size, {0, 1, std::size_t(size + 1), 1000, 100'003}))

@@ -42,11 +42,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 2:
         ::setenv("RINGTREE_CHECK", parts[0].c_str(), 1);
-        (void)detail::env_flag("RINGTREE_CHECK");
+        (void)config::flag("RINGTREE_CHECK");
         break;
       case 3: {
         ::setenv("RINGTREE_ALGO", parts[0].c_str(), 1);
-        const auto a = detail::env_algorithm();
+        const auto a = detail::env_algorithm(config::from_env().algo);
         FUZZ_CHECK(!(a && to_string(*a) != parts[0]));  // only exact names
         break;
       }

@@ -12,6 +12,10 @@ int main(int argc, char** argv) {
     char dir[] = "/tmp/ringtree-test-cache-XXXXXX";
     if (::mkdtemp(dir) != nullptr) ::setenv("RINGTREE_CACHE_DIR", dir, 1);
   }
+  // automatic chooses by the cost model unless a test says otherwise: the
+  // suite runs hundreds of (rank count, size) pairs, and measuring each
+  // would cost minutes. test_table.cpp tests the measuring.
+  ::setenv("RINGTREE_TUNE", "0", 0);
   doctest::Context ctx(argc, argv);
   return ctx.run();
 }

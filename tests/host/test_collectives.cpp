@@ -20,9 +20,9 @@ namespace {
 communicator_options tiny_chunks() {
   communicator_options o;
   o.checked = true;  // also exercises checked mode on every call
-  o.tuning.ring_chunk_bytes = 64;
-  o.tuning.tree_chunk_bytes = 24;
-  o.tuning.chain_chunk_bytes = 40;
+  o.chunks.ring_chunk_bytes = 64;
+  o.chunks.tree_chunk_bytes = 24;
+  o.chunks.chain_chunk_bytes = 40;
   return o;
 }
 

@@ -102,7 +102,7 @@ TEST_CASE("an algorithm a collective does not offer is refused") {
     std::vector<int> in(4), out(2);
     comm.scatter(std::span<const int>(in), std::span<int>(out), 0, algorithm::ring);
   });
-  for (auto& m : msgs) CHECK(has(m, "algorithm ring is not available for scatter (available: linear, binomial)"));
+  for (auto& m : msgs) CHECK(has(m, "algorithm ring is not available for scatter of 8 bytes on 2 ranks (available: linear, binomial)"));
 }
 
 TEST_CASE("checked mode: mismatched counts, roots or calls raise on every rank, naming the ranks") {
@@ -230,32 +230,43 @@ TEST_CASE("RINGTREE_TIMEOUT and RINGTREE_CHECK are parsed strictly") {
   unsetenv("RINGTREE_TIMEOUT");
   CHECK(detail::default_timeout().count() == 300);
   setenv("RINGTREE_CHECK", "yes", 1);
-  CHECK_THROWS_AS(detail::env_flag("RINGTREE_CHECK"), error);
+  CHECK_THROWS_WITH_AS(config::from_env(), doctest::Contains("RINGTREE_CHECK: expected 0 or 1, got 'yes'"), error);
   setenv("RINGTREE_CHECK", "1", 1);
-  CHECK(communicator_options{}.checked);
+  CHECK(config::from_env().check);
+  CHECK_FALSE(communicator_options{}.checked);  // options never read the environment; the communicator does
+  local_world(1).run([](local_transport& t) { CHECK(communicator<local_transport>(t).checked()); });
   unsetenv("RINGTREE_CHECK");
-  CHECK_FALSE(communicator_options{}.checked);
+  local_world(1).run([](local_transport& t) { CHECK_FALSE(communicator<local_transport>(t).checked()); });
+  setenv("RINGTREE_TUNE", "sometimes", 1);
+  CHECK_THROWS_WITH_AS(config::from_env(), doctest::Contains("RINGTREE_TUNE: expected 1, 0 or fresh, got 'sometimes'"), error);
+  unsetenv("RINGTREE_TUNE");
   CHECK_THROWS_WITH_AS(local_world(0), doctest::Contains("size must be at least 1, got 0"), error);
 }
 
-TEST_CASE("RINGTREE_ALGO forces an algorithm on every call that offers it") {
+TEST_CASE("RINGTREE_ALGO replaces automatic where offered; an explicit algorithm wins over it") {
   setenv("RINGTREE_ALGO", "magic", 1);
-  CHECK_THROWS_WITH_AS(communicator_options{}, doctest::Contains("unknown algorithm 'magic' (one of: ring, tree"), error);
-  setenv("RINGTREE_ALGO", "rabenseifner", 1);
-  trace_recorder rec(4);
-  local_world world(4);
-  world.run([&](local_transport& t) {
-    traced_transport<local_transport> tt(t, rec);
-    communicator comm(tt);
-    std::vector<float> v(64, 1.0f);
-    comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);  // forced over the explicit choice
-    if (v[0] != 4.0f) throw error("test", t.rank(), "forced allreduce wrong");
-    std::vector<int> in(8), out(2);
-    comm.scatter(std::span<const int>(in), std::span<int>(out), 0);  // scatter has no rabenseifner: usual choice
+  local_world(1).run([](local_transport& t) {
+    CHECK_THROWS_WITH_AS((void)communicator<local_transport>(t), doctest::Contains("unknown algorithm 'magic' (one of: ring, tree"), error);
   });
+  setenv("RINGTREE_ALGO", "rabenseifner", 1);
+  // The first message of each run: Rabenseifner's first is half the buffer, the ring's a quarter.
+  auto first_message = [](std::optional<algorithm> in_options, algorithm in_call) {
+    trace_recorder rec(4);
+    local_world(4).run([&](local_transport& t) {
+      traced_transport<local_transport> tt(t, rec);
+      communicator_options o;
+      o.algo = in_options;
+      communicator comm(tt, o);
+      std::vector<float> v(64, 1.0f);
+      comm.allreduce(v, op::sum, in_call);
+      if (v[0] != 4.0f) throw error("test", t.rank(), "allreduce wrong");
+      std::vector<int> in(8), out(2);
+      comm.scatter(in, out, 0);  // scatter has no rabenseifner: the usual choice
+    });
+    return rec.events().front().bytes / sizeof(float);
+  };
+  CHECK(first_message(std::nullopt, algorithm::automatic) == 32);  // RINGTREE_ALGO
+  CHECK(first_message(std::nullopt, algorithm::ring) == 16);       // the call's own choice
+  CHECK(first_message(algorithm::ring, algorithm::automatic) == 16);  // options in code beat the environment
   unsetenv("RINGTREE_ALGO");
-  CHECK(rec.steps() >= 2 * 2);  // ran; the exact shape is Rabenseifner's: 2 log2 4 exchanges first
-  const auto ev = rec.events();
-  CHECK(ev.front().bytes == 32 * sizeof(float));  // a half of the buffer, not the ring's quarter
-  CHECK_FALSE(communicator_options{}.forced.has_value());
 }

@@ -100,7 +100,6 @@ template <class T>
 seen attempt(T& ft, const scenario& s, bool checked, bool mismatch) {
   communicator_options o;
   o.checked = checked;
-  o.forced.reset();
   o.model = cost_model{};
   communicator comm(ft, o);
   const auto t0 = std::chrono::steady_clock::now();

@@ -23,18 +23,17 @@ using namespace ringtree;
 
 namespace {
 
-communicator_options fixed_options(detail::tuning tun = {}) {
+communicator_options fixed_options(chunk_sizes tun = {}) {
   communicator_options o;
-  o.forced.reset();
   o.checked = false;
-  o.tuning = tun;
+  o.chunks = tun;
   o.model = cost_model{};
   return o;
 }
 
 // One call of `c` with `a` on n ranks, checked against the reference, and
 // what the busiest rank did, as the traced transport saw it.
-cost_counts traced_counts(int n, collective c, algorithm a, std::size_t count, detail::tuning tun) {
+cost_counts traced_counts(int n, collective c, algorithm a, std::size_t count, chunk_sizes tun) {
   trace_recorder rec(n);
   local_world world(n);
   world.run([&](local_transport& t) {
@@ -75,10 +74,10 @@ TEST_CASE("the model's steps, bytes and reduced bytes equal the traced ones for 
     const std::size_t m = 2 * std::size_t(n) * p;  // divides into n blocks, p blocks, two halves
     for (collective c : all)
       for (algorithm a : detail::offered(c)) {
-        std::vector<detail::tuning> tunings = {detail::tuning{}};
+        std::vector<chunk_sizes> tunings = {chunk_sizes{}};
         if (c == collective::allreduce && a == algorithm::tree)  // one chunk per tree, two, four
           for (std::size_t per : {2, 4}) {
-            detail::tuning t;
+            chunk_sizes t;
             t.tree_chunk_bytes = m / 2 * sizeof(float) / per;
             tunings.push_back(t);
           }
@@ -131,9 +130,9 @@ TEST_CASE("automatic never picks an algorithm the model ranks more than 10% slow
     }
 }
 
-TEST_CASE("automatic runs the model's pick: latency-bound constants pick recursive doubling, reduction-bound ones the ring") {
+TEST_CASE("automatic runs the model's pick: latency-bound constants pick one-shot (one step), reduction-bound ones the ring") {
   const int n = 6;  // not a power of two: Rabenseifner would tie with the ring on bytes
-  for (auto [m, want] : {std::pair{model(1e-3, 0, 1e-12, "latency"), algorithm::recursive_doubling},
+  for (auto [m, want] : {std::pair{model(1e-3, 0, 1e-12, "latency"), algorithm::one_shot},
                          std::pair{model(1e-12, 0, 1e-3, "reduction"), algorithm::ring}}) {
     CAPTURE(m.source);
     trace_recorder rec(n);

@@ -144,8 +144,8 @@ void bitwise_case(int n, algorithm a) {
     world.run([&](local_transport& t) {
       communicator_options opt;
       opt.model = cost_model{};
-      opt.tuning.ring_chunk_bytes = 16;  // several chunks, partial last ones
-      opt.tuning.tree_chunk_bytes = 24;
+      opt.chunks.ring_chunk_bytes = 16;  // several chunks, partial last ones
+      opt.chunks.tree_chunk_bytes = 24;
       communicator comm(t, opt);
       std::vector<E> v = special_inputs<E>(t.rank(), count);
       comm.allreduce(std::span<E>(v), o, a);
@@ -320,7 +320,7 @@ TEST_CASE("recursive doubling and Rabenseifner combine lower rank first: min and
         world.run([&](local_transport& t) {
           communicator_options opt;
           opt.model = cost_model{};
-          opt.tuning.ring_chunk_bytes = 16;
+          opt.chunks.ring_chunk_bytes = 16;
           communicator comm(t, opt);
           std::vector<float> v(count);
           for (std::size_t i = 0; i < count; ++i) v[i] = input(t.rank(), i);

@@ -84,7 +84,7 @@ TEST_CASE("pipelined chain broadcast: each link carries the buffer once") {
   for (int r = 0; r < n; ++r) CHECK(rec.bytes_sent(r) == (r == 1 ? 0 : count));  // rank 1 ends the chain 2,3,4,0,1
   // Chunks travel independently: the longest chain is the n-1 links, and
   // every link carries every chunk once.
-  const std::size_t chunks = count / detail::tuning{}.chain_chunk_bytes;
+  const std::size_t chunks = count / chunk_sizes{}.chain_chunk_bytes;
   CHECK(rec.steps() == n - 1);
   CHECK(rec.messages() == chunks * (n - 1));
 }

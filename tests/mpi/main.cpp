@@ -6,8 +6,11 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 int main(int argc, char** argv) {
+  // automatic by the cost model unless a test says otherwise (as the host suite)
+  ::setenv("RINGTREE_TUNE", "0", 0);
   int provided = 0;
   // grad_sync and allreduce_async tests run collectives on a second thread.
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

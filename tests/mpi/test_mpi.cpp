@@ -130,9 +130,9 @@ std::string differential(Comm& comm, std::size_t count, op o, algorithm a, unsig
 TEST_CASE("every collective, algorithm and op matches the sequential reference over MPI") {
   mpi_transport t(MPI_COMM_WORLD);
   communicator_options opt;
-  opt.tuning.ring_chunk_bytes = 256;  // many pipeline chunks at small counts
-  opt.tuning.tree_chunk_bytes = 96;
-  opt.tuning.chain_chunk_bytes = 128;
+  opt.chunks.ring_chunk_bytes = 256;  // many pipeline chunks at small counts
+  opt.chunks.tree_chunk_bytes = 96;
+  opt.chunks.chain_chunk_bytes = 128;
   communicator comm(t, opt);
   const int n = comm.size();
   const std::string f = run_cases<float, std::int32_t, half, std::int64_t>(
@@ -201,9 +201,9 @@ TEST_CASE("shm transport bootstrapped from MPI: every collective against the ref
   small.slots = 4;
   auto t = make_shm_transport(MPI_COMM_WORLD, small);
   communicator_options opt;
-  opt.tuning.ring_chunk_bytes = 256;
-  opt.tuning.tree_chunk_bytes = 96;
-  opt.tuning.chain_chunk_bytes = 128;
+  opt.chunks.ring_chunk_bytes = 256;
+  opt.chunks.tree_chunk_bytes = 96;
+  opt.chunks.chain_chunk_bytes = 128;
   communicator comm(t, opt);
   const int n = comm.size();
   std::string f = run_cases<float, std::int32_t, half, std::int64_t>(

@@ -134,8 +134,8 @@ class local_transport {
 
 class local_world {
  public:
-  explicit local_world(int size, std::chrono::duration<double> timeout = detail::default_timeout())
-      : size_(size), timeout_(timeout) {
+  explicit local_world(int size) : local_world(size, config::from_env().timeout) {}  // RINGTREE_TIMEOUT
+  local_world(int size, std::chrono::duration<double> timeout) : size_(size), timeout_(timeout) {
     if (size < 1) throw error("local_world", -1, detail::cat("size must be at least 1, got ", size));
   }
   int size() const noexcept { return size_; }

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <climits>
 #include <memory>
+#include <optional>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -120,7 +121,7 @@ struct mpi_memory : host_memory {
 };
 
 struct mpi_options {
-  std::chrono::duration<double> timeout = detail::default_timeout();
+  std::optional<std::chrono::duration<double>> timeout{};  // unset: RINGTREE_TIMEOUT (default 300 s)
   // Largest piece one MPI call carries; MPI-3.1 counts are int.
   std::size_t max_piece_bytes = std::size_t{1} << 30;
 };
@@ -177,6 +178,7 @@ class mpi_transport {
   };
 
   explicit mpi_transport(MPI_Comm comm, mpi_options opt = {}) : opt_(opt) {
+    if (!opt_.timeout) opt_.timeout = config::from_env().timeout;
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -294,10 +296,10 @@ class mpi_transport {
       if ((spins & 1023) == 1023) {
         const auto now = std::chrono::steady_clock::now();
         if (deadline == decltype(deadline){})
-          deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+          deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
         else if (now > deadline)
           throw timeout_error(r.recv_ ? "recv" : "send", rank_, r.peer_,
-                              detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
+                              detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
                                           " (RINGTREE_TIMEOUT): it stalled, died or is in another call"));
       }
     }

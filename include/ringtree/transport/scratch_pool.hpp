@@ -5,10 +5,14 @@
 // size allocates nothing the next time (on the CUDA transport a
 // cudaMalloc/cudaFree per call would also synchronise the device).
 //
-// A request takes the smallest free buffer that is large enough. When none
-// is, the free buffers that are too small are dropped before a new one is
-// made: the pool holds what one call uses at once, not every size ever
-// asked for. One thread at a time, like the communicator.
+// The k-th request of a call (counted from the last moment nothing was
+// lent) gets the k-th buffer, grown when it is too small. A call's
+// requests come in the same order every time, so after one call of a size
+// the next allocates nothing; what the pool holds is at most the largest
+// call's requests, not every size ever asked for (a best-fit free list
+// churned here: collectives with different patterns of requests kept
+// dropping each other's buffers). One thread at a time, like the
+// communicator.
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -29,18 +33,22 @@ class scratch_pool {
   scratch_pool(const scratch_pool&) = delete;
 
   slab* take(std::size_t bytes) {
-    slab* best = nullptr;
-    for (auto& s : slabs_)
-      if (!s->busy && s->bytes >= bytes && (best == nullptr || s->bytes < best->bytes)) best = s.get();
-    if (best == nullptr) {
-      std::erase_if(slabs_, [&](const auto& s) { return !s->busy && s->bytes < bytes; });
-      slabs_.push_back(std::make_unique<slab>(slab{mem_.template scratch<std::byte>(bytes), bytes, false}));
-      best = slabs_.back().get();
+    if (lent_ == 0) next_ = 0;  // a new call
+    if (next_ == slabs_.size()) slabs_.push_back(std::make_unique<slab>());
+    slab* s = slabs_[next_++].get();  // never lent: every lent one is below next_
+    if (s->bytes < bytes) {
+      s->mem = {};  // free the old one first
+      s->mem = mem_.template scratch<std::byte>(bytes);
+      s->bytes = bytes;
     }
-    best->busy = true;
-    return best;
+    s->busy = true;
+    ++lent_;
+    return s;
   }
-  static void give_back(slab* s) noexcept { s->busy = false; }
+  void give_back(slab* s) noexcept {
+    s->busy = false;
+    --lent_;
+  }
   std::size_t bytes_held() const noexcept {
     std::size_t b = 0;
     for (auto& s : slabs_) b += s->bytes;
@@ -50,6 +58,7 @@ class scratch_pool {
  private:
   M mem_;
   std::vector<std::unique_ptr<slab>> slabs_;
+  std::size_t next_ = 0, lent_ = 0;
 };
 
 // A scratch buffer from a pool (returned to it on destruction), or, with no
@@ -59,14 +68,15 @@ class pooled_buffer {
  public:
   pooled_buffer() = default;
   explicit pooled_buffer(typename M::template buffer<E> own) : own_(std::move(own)), span_(own_.span()) {}
-  pooled_buffer(typename scratch_pool<M>::slab* s, std::size_t n)
-      : slab_(s), span_(reinterpret_cast<E*>(s->mem.span().data()), n) {}
+  pooled_buffer(scratch_pool<M>* pool, std::size_t n)
+      : pool_(pool), slab_(pool->take(n * sizeof(E))), span_(reinterpret_cast<E*>(slab_->mem.span().data()), n) {}
   pooled_buffer(pooled_buffer&& o) noexcept
-      : own_(std::move(o.own_)), slab_(std::exchange(o.slab_, nullptr)), span_(std::exchange(o.span_, {})) {}
+      : own_(std::move(o.own_)), pool_(o.pool_), slab_(std::exchange(o.slab_, nullptr)), span_(std::exchange(o.span_, {})) {}
   pooled_buffer& operator=(pooled_buffer&& o) noexcept {
     if (this != &o) {
       release();
       own_ = std::move(o.own_);
+      pool_ = o.pool_;
       slab_ = std::exchange(o.slab_, nullptr);
       span_ = std::exchange(o.span_, {});
     }
@@ -77,9 +87,10 @@ class pooled_buffer {
 
  private:
   void release() noexcept {
-    if (slab_ != nullptr) scratch_pool<M>::give_back(std::exchange(slab_, nullptr));
+    if (slab_ != nullptr) pool_->give_back(std::exchange(slab_, nullptr));
   }
   typename M::template buffer<E> own_{};
+  scratch_pool<M>* pool_ = nullptr;
   typename scratch_pool<M>::slab* slab_ = nullptr;
   std::span<E> span_{};
 };

@@ -56,6 +56,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -69,7 +70,7 @@
 namespace ringtree {
 
 struct shm_options {
-  std::chrono::duration<double> timeout = detail::default_timeout();
+  std::optional<std::chrono::duration<double>> timeout{};  // unset: RINGTREE_TIMEOUT (default 300 s)
   std::size_t slots = 8;            // chunks in flight per pair of ranks
   std::size_t slot_bytes = 0;       // 0: 128 KiB, less for many ranks (64 MiB of slots at most)
 };
@@ -228,7 +229,7 @@ inline bool is_ancestor(int ancestor, int pid) {
 // or program that starts the ranks), with its start time.
 inline std::string job_identity() {
   for (const char* var : {"RINGTREE_SHM_JOB", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"})
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+    if (const char* v = config::get(var)) {
       std::string id = cat(var, "=", v);
       if (const char* step = std::getenv("SLURM_STEP_ID"); step != nullptr && std::string(var) == "SLURM_JOB_ID")
         id += cat(".", step);
@@ -271,7 +272,7 @@ class shm_segment {
     if (size < 1 || rank < 0 || rank >= size)
       throw error("shm_transport", rank, cat("rank ", rank, " and size ", size, " do not fit"));
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt.timeout);
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt.timeout);
     const std::string job = job_identity();
     if (rank == 0) create(rank, size, opt, job);
     else attach(rank, size, deadline, job);
@@ -521,7 +522,7 @@ class slot_transport {
     sends_.resize(size);
     recvs_.resize(size);
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
     slots_.setup(typename Slots::context{
         rank, size, lay_.slots, lay_.slot_bytes,
         [this](int r) { return std::span<std::byte>(rank_line(r)->card); },
@@ -556,12 +557,12 @@ class slot_transport {
   // RINGTREE_RANK / RINGTREE_SIZE (or Open MPI's or PMI's variables), so any
   // launcher can start the processes.
   static slot_transport from_env(shm_options opt = {}) {
-    const char* name = std::getenv("RINGTREE_SHM_NAME");
-    if (name == nullptr || *name == '\0')
+    const config c = config::from_env();
+    if (c.shm_name.empty())
       throw error("shm_transport", -1, "RINGTREE_SHM_NAME is not set (a name like /ringtree-job42, the same on every rank)");
-    const int rank = env_int({"RINGTREE_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, "rank");
-    const int size = env_int({"RINGTREE_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, "size");
-    return slot_transport(name, rank, size, opt);
+    const int rank = c.rank ? *c.rank : env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK"}, "rank");
+    const int size = c.size ? *c.size : env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, "size");
+    return slot_transport(c.shm_name, rank, size, opt);
   }
 
   int rank() const noexcept { return rank_; }
@@ -636,7 +637,7 @@ class slot_transport {
       }
       const auto now = std::chrono::steady_clock::now();
       if (deadline == decltype(deadline){}) {
-        deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt_.timeout);
+        deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
         next_check = now;
       }
       if (now >= next_check) {
@@ -675,6 +676,7 @@ class slot_transport {
   }
 
   static shm_options fill(shm_options o, int size) {
+    if (!o.timeout) o.timeout = config::from_env().timeout;
     if (o.slots == 0 || o.slots > detail::max_slots)
       throw error("shm_transport", -1, detail::cat("slots must be 1..", detail::max_slots, ", got ", o.slots));
     if (o.slot_bytes > detail::max_slot_bytes)
@@ -814,7 +816,7 @@ class slot_transport {
                                            "(its transport raised, or was destroyed) before this message"));
     if (expired)
       throw timeout_error(what, rank_, r.peer_,
-                          detail::cat("waited ", opt_.timeout.count(), " s for rank ", r.peer_,
+                          detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
                                       " (RINGTREE_TIMEOUT): it stalled or is in another call"));
   }
 

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include <ringtree/core/config.hpp>
 #include <ringtree/transport/scratch_pool.hpp>
 #include <ringtree/transport/transport.hpp>
 
@@ -210,7 +211,7 @@ struct traced_memory {
   template <class E> buffer<E> scratch(std::size_t n) const {
     if (pool == nullptr) return buffer<E>(inner.template scratch<E>(n));
     if (n == 0) return {};
-    return buffer<E>(pool->take(n * sizeof(E)), n);
+    return buffer<E>(pool, n);
   }
   template <class E> void copy(std::span<E> dst, std::span<const E> src) const { inner.copy(dst, src); }
   template <class E> void average(std::span<E> data, int ranks) const { inner.average(data, ranks); }
@@ -286,8 +287,8 @@ class trace_sink {
  public:
   static trace_sink* from_env() {
     static trace_sink* sink = [] {
-      const char* f = std::getenv("RINGTREE_TRACE");
-      return f == nullptr || *f == '\0' ? nullptr : new trace_sink(f);  // lives until exit
+      const char* f = config::get("RINGTREE_TRACE");
+      return f == nullptr ? nullptr : new trace_sink(f);  // lives until exit
     }();
     return sink;
   }
