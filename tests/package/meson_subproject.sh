@@ -27,9 +27,9 @@ ln -s "$src" "$proj/subprojects/ringtree"
 cp "$src/tests/package/cmake_consumer/main.cpp" "$src/tests/package/cmake_consumer/mpi_main.cpp" "$proj/"
 cat >"$proj/meson.build" <<'MESON'
 project('consumer', 'cpp')   # no cpp_std: C++20 must come with the dependency
-ringtree_dep = dependency('ringtree', fallback: ['ringtree', 'ringtree_dep'])
+ringtree_dep = dependency('ringtree', fallback: 'ringtree')
 executable('local_consumer', 'main.cpp', dependencies: ringtree_dep)
-ringtree_mpi_dep = dependency('ringtree-mpi', fallback: ['ringtree', 'ringtree_mpi_dep'], required: false)
+ringtree_mpi_dep = dependency('ringtree-mpi', fallback: 'ringtree', required: false)
 if ringtree_mpi_dep.found()
   executable('mpi_consumer', 'mpi_main.cpp', dependencies: ringtree_mpi_dep)
 endif
