@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Every public header compiles alone: for each header H under include/ringtree
-# (recursively), a translation unit holding only `#include <H>` compiles with
+# Every public header compiles alone, and includes ringtree/core/cxx20.hpp (the
+# C++20 check), directly or through another ringtree header. For each header H
+# under include/ringtree (recursively), a translation unit holding only
+# `#include <H>` compiles with
 #   -std=c++20 -fsyntax-only -Wall -Wextra -Werror -Iinclude
 # under g++ and clang++ (Debian 12: clang 14). Headers that include <mpi.h>,
 # directly or through another ringtree header, get MPI's include flags
@@ -33,8 +35,20 @@ def needs(h, seen):
             seen.add(i)
             out |= needs(i, seen)
     return out
+def reaches(h, target, seen):
+    for i in direct.get(h, []):
+        if i == target:
+            return True
+        if i in direct and i not in seen:
+            seen.add(i)
+            if reaches(i, target, seen):
+                return True
+    return False
 for h in headers:
-    print(h, ','.join(sorted(needs(h, {h}))) or '-')
+    n = needs(h, {h})
+    if h != 'ringtree/core/cxx20.hpp' and not reaches(h, 'ringtree/core/cxx20.hpp', {h}):
+        n.add('no-cxx20')
+    print(h, ','.join(sorted(n)) or '-')
 PY
 
 mpi_flags=""
@@ -50,6 +64,10 @@ done
 : >"$tmp/jobs"
 n=0
 while read -r h need; do
+  if [[ $need == *no-cxx20* ]]; then
+    echo "FAIL $h: does not include <ringtree/core/cxx20.hpp> (directly, or through core/error.hpp or core/dtype.hpp): a C++17 build would not get ringtree's message" \
+      >"$tmp/cxx20_${h//\//_}.fail"
+  fi
   if [[ $need == *mpi* && -z $mpi_flags ]]; then echo "SKIPPED $h: needs MPI, which is not installed"; continue; fi
   flags=""
   [[ $need == *mpi* ]] && flags=$mpi_flags
@@ -87,7 +105,10 @@ fails=$(cat "$tmp"/*.fail 2>/dev/null || true)
 echo "compiled $n header/compiler pairs (${compilers[*]}${nvcc:+ nvcc}) in $((SECONDS - t0)) s"
 if [ -n "$fails" ]; then
   echo "$fails"
-  for f in "$tmp"/*.fail; do echo "--- ${f%.fail}.log"; head -20 "${f%.fail}.log"; done
+  for f in "$tmp"/*.fail; do
+    [ -f "${f%.fail}.log" ] || continue
+    echo "--- ${f%.fail}.log"; head -20 "${f%.fail}.log"
+  done
   exit 1
 fi
 echo "every public header compiles alone"
