@@ -2,15 +2,20 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <unistd.h>
 
 int main(int argc, char** argv) {
   // Calibrated cost models go to a directory of this run, not the user's cache.
-  if (std::getenv("RINGTREE_CACHE_DIR") == nullptr) {
+  // The tests write files there: make sure it exists.
+  if (const char* d = std::getenv("RINGTREE_CACHE_DIR"); d == nullptr) {
     char dir[] = "/tmp/ringtree-test-cache-XXXXXX";
     if (::mkdtemp(dir) != nullptr) ::setenv("RINGTREE_CACHE_DIR", dir, 1);
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
   }
   // automatic chooses by the cost model unless a test says otherwise: the
   // suite runs hundreds of (rank count, size) pairs, and measuring each

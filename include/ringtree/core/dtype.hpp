@@ -4,6 +4,8 @@
 // `bfloat16`, that compute in float. Conversions round to nearest even and
 // keep infinities and NaN; they are branch-free so that reduction loops
 // over 16-bit data vectorise.
+#include <ringtree/core/cxx20.hpp>
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>

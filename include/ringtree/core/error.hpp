@@ -2,6 +2,8 @@
 // One exception type for everything ringtree raises. Each error names the
 // call, the rank and the offending values, plus where in ringtree it was
 // raised, so a message from rank 7 of 64 is enough to act on.
+#include <ringtree/core/cxx20.hpp>
+
 #include <sstream>
 #include <stdexcept>
 #include <string>
