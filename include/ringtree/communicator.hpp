@@ -130,16 +130,17 @@ class communicator {
   // the offered algorithms the first time a size bin is asked about (see
   // README, "Choosing algorithms"), unless the choice is cached.
   algorithm choose(collective c, std::size_t bytes) {
-    const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
-    if (opt_.algo && detail::offers(c, *opt_.algo, at)) return *opt_.algo;
-    if (env_algo_ && detail::offers(c, *env_algo_, at)) return *env_algo_;
-    int offered = 0;
-    algorithm first = algorithm::automatic;
-    for (const auto& r : detail::rows)
-      if (r.what == c && r.offered(at) && offered++ == 0) first = r.id;
-    if (offered <= 1 || size() == 1 || bytes == 0) return first;
-    if (opt_.model || cfg_.tune == config::tuning::model) return model().choose(c, bytes);
-    return tuned(c, bytes, at);
+    switch (c) {  // every collective, no default
+      case collective::allreduce: return pick<collective::allreduce>(bytes);
+      case collective::broadcast: return pick<collective::broadcast>(bytes);
+      case collective::reduce: return pick<collective::reduce>(bytes);
+      case collective::scatter: return pick<collective::scatter>(bytes);
+      case collective::gather: return pick<collective::gather>(bytes);
+      case collective::reduce_scatter: return pick<collective::reduce_scatter>(bytes);
+      case collective::allgather: return pick<collective::allgather>(bytes);
+      case collective::barrier: return pick<collective::barrier>(bytes);
+    }
+    throw error("choose", rank(), "no such collective");
   }
   // Measures every size bin of collective c up to `max_bytes` now (a
   // collective call), instead of on first use.
@@ -155,7 +156,7 @@ class communicator {
     call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size());
     c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
     c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
-    finish(c);
+    finish<collective::allreduce>(c);
     memory().copy(out, in);
     if (out.empty()) return;
     reduce_and_average(out, o, [&](auto data, op ro) { run<collective::allreduce>(c.algo, data, ro); },
@@ -172,7 +173,7 @@ class communicator {
     auto data = view(range);
     using E = typename decltype(data)::element_type;
     call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size());
-    finish(c);
+    finish<collective::broadcast>(c);
     if (data.empty()) return;
     run<collective::broadcast>(c.algo, data, root);
   }
@@ -188,7 +189,7 @@ class communicator {
       c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
       c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
     }
-    finish(c);
+    finish<collective::reduce>(c);
     if (in.empty()) return;
     auto mem = memory();
     typename decltype(mem)::template buffer<E> work;
@@ -215,7 +216,7 @@ class communicator {
       c.template require_fits<E>(in.size());
       c.require(!overlap(in, out), "in and out overlap");
     }
-    finish(c);
+    finish<collective::scatter>(c);
     run<collective::scatter>(c.algo, in, out, root);
   }
 
@@ -232,7 +233,7 @@ class communicator {
       c.template require_fits<E>(out.size());
       c.require(!overlap(in, out), "in and out overlap");
     }
-    finish(c);
+    finish<collective::gather>(c);
     run<collective::gather>(c.algo, in, out, root);
   }
 
@@ -247,7 +248,7 @@ class communicator {
               detail::product_text(size(), out.size()));
     c.template require_fits<E>(in.size());
     c.require(!overlap(in, out), "in and out overlap");
-    finish(c);
+    finish<collective::reduce_scatter>(c);
     if (out.empty()) return;
     auto mem = memory();
     auto work = mem.template scratch<E>(in.size());
@@ -275,14 +276,14 @@ class communicator {
     const bool in_place = reinterpret_cast<std::uintptr_t>(in.data()) ==
                           reinterpret_cast<std::uintptr_t>(out.data()) + at * sizeof(E);
     if (sized) c.require(in_place || !overlap(in, out), "in overlaps out but is not out's block ", rank());
-    finish(c);
+    finish<collective::allgather>(c);
     memory().copy(out.subspan(at, in.size()), in);
     run<collective::allgather>(c.algo, out);
   }
 
   void barrier() {
     call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
-    finish(c);
+    finish<collective::barrier>(c);
     run<collective::barrier>(c.algo);
   }
 
@@ -384,10 +385,26 @@ class communicator {
 
   // Raise on bad arguments; in checked mode, first agree across ranks.
   // Then resolve automatic (which may measure: all ranks are here).
+  template <collective C>
   void finish(call& c) {
-    if (opt_.checked && size() > 1) compare(c, std::string(to_string(c.what)));
-    if (!c.problem.empty()) throw error(std::string(to_string(c.what)), rank(), c.problem);
-    if (c.algo == algorithm::automatic) c.algo = choose(c.what, c.bytes);
+    if (opt_.checked && size() > 1) compare(c, std::string(to_string(C)));
+    if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
+    if (c.algo == algorithm::automatic) c.algo = pick<C>(c.bytes);
+  }
+
+  // What automatic runs for C on `bytes` (see choose).
+  template <collective C>
+  algorithm pick(std::size_t bytes) {
+    const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
+    if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
+    if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
+    int offered = 0;
+    algorithm first = algorithm::automatic;
+    for (const auto& r : detail::rows)
+      if (r.what == C && r.offered(at) && offered++ == 0) first = r.id;
+    if (offered <= 1 || size() == 1 || bytes == 0) return first;
+    if (opt_.model || cfg_.tune == config::tuning::model) return model().choose(C, bytes);
+    return tuned<C>(bytes, at);
   }
 
   void compare(const call& c, const std::string& name) {
@@ -449,26 +466,29 @@ class communicator {
   // automatic by measurement: the choice of the bin `bytes` falls in, from
   // this process's table (loaded once from the cache, the same on every
   // rank), else measured now on every rank.
-  algorithm tuned(collective c, std::size_t bytes, const placement& at) {
+  template <collective C>
+  algorithm tuned(std::size_t bytes, const placement& at) {
     if (!tuning_) {
       tuning_ = std::make_unique<detail::tuning_table>();
       detail::load_tuning(lane(false), *tuning_, cfg_.tune == config::tuning::fresh);
     }
     const int bin = detail::tuning_table::bin_of(bytes);
-    algorithm pick = tuning_->get(c, bin);
-    if (pick == algorithm::automatic) {
-      pick = measure(c, bin);
-      tuning_->set(c, bin, pick);
+    algorithm a = tuning_->get(C, bin);
+    if (a == algorithm::automatic) {
+      a = measure<C>(bin);
+      tuning_->set(C, bin, a);
       detail::save_tuning(lane(false), *tuning_);
     }
-    return detail::offers(c, pick, at) ? pick : model().choose(c, bytes);
+    return detail::offers(C, a, at) ? a : model().choose(C, bytes);
   }
 
   // Times every algorithm offered at bin's size on this transport, with
   // buffers of its own (never the caller's), and returns the fastest. The
   // same calls on every rank: the numbers of repetitions come from times
   // every rank agrees on (the slowest rank's, by an all-reduce of max).
-  algorithm measure(collective c, int bin) {
+  template <collective C>
+  algorithm measure(int bin) {
+    constexpr collective c = C;
     const std::size_t bytes = std::size_t{1} << bin;
     const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
     const auto algos = detail::offered(c, &at);
@@ -485,16 +505,16 @@ class communicator {
     }
     auto x = a.span(), y = b.span();
     auto once = [&](algorithm al) {
-      switch (c) {  // every collective, no default: a new one must say how it is measured
-        case collective::allreduce: run<collective::allreduce>(al, x.first(total), op::sum); break;
-        case collective::broadcast: run<collective::broadcast>(al, x.first(total), 0); break;
-        case collective::reduce: run<collective::reduce>(al, x.first(total), op::sum, 0); break;
-        case collective::scatter: run<collective::scatter>(al, std::span<const float>(x.first(block * n)), y.first(block), 0); break;
-        case collective::gather: run<collective::gather>(al, std::span<const float>(y.first(block)), x.first(block * n), 0); break;
-        case collective::reduce_scatter: run<collective::reduce_scatter>(al, x.first(block * n), op::sum); break;
-        case collective::allgather: run<collective::allgather>(al, x.first(block * n)); break;
-        case collective::barrier: run<collective::barrier>(al); break;
-      }
+      // every collective, no fallback: a new one must say how it is measured
+      if constexpr (C == collective::allreduce) run<C>(al, x.first(total), op::sum);
+      else if constexpr (C == collective::broadcast) run<C>(al, x.first(total), 0);
+      else if constexpr (C == collective::reduce) run<C>(al, x.first(total), op::sum, 0);
+      else if constexpr (C == collective::scatter) run<C>(al, std::span<const float>(x.first(block * n)), y.first(block), 0);
+      else if constexpr (C == collective::gather) run<C>(al, std::span<const float>(y.first(block)), x.first(block * n), 0);
+      else if constexpr (C == collective::reduce_scatter) run<C>(al, x.first(block * n), op::sum);
+      else if constexpr (C == collective::allgather) run<C>(al, x.first(block * n));
+      else if constexpr (C == collective::barrier) run<C>(al);
+      else static_assert(C == collective::barrier, "how is this collective measured?");
     };
     auto slowest = [&](std::vector<double>& v) {
       auto l = lane(false);

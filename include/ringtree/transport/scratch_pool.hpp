@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include <ringtree/core/cxx20.hpp>
+
 namespace ringtree::detail {
 
 template <class M>
