@@ -188,9 +188,9 @@ int run_on(Transport& t, const options& o) {
         const bool is_mpi = name == "mpi";
         const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
-        if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a)) continue;
-        std::string label = name;
         const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);  // what the tuner is asked
+        if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a, {n, in_bytes, memory_kind::host})) continue;  // not offered at this size
+        std::string label = name;
         const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes) : a;
         if (a == algorithm::automatic && !is_mpi) label += ":" + std::string(to_string(runs));
         const rt_test::case_desc cd{c, a, o.redop, m, o.root, 1};

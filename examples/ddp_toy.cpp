@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
       lo = hi = model.params;  // identical on every rank?
       comm.allreduce(std::span<float>(lo), ringtree::op::min);
       comm.allreduce(std::span<float>(hi), ringtree::op::max);
-      if (lo != hi) throw ringtree::error("ddp_toy", rank, ringtree::detail::cat("replicas differ after step ", step));
+      if (lo != hi) throw ringtree::error("ddp_toy", rank, "replicas differ after step " + std::to_string(step));
       if (rank == 0 && (step % 10 == 0 || step == steps - 1)) std::printf("step %3d  loss (rank 0) %.4f\n", step, loss);
     }
     if (rank == 0) {

@@ -27,8 +27,8 @@
 
 namespace ringtree {
 
-// This version of ringtree (cached measurements are only trusted by the
-// version that made them).
+// This version of ringtree, as meson.build says (cached measurements are
+// only trusted by the version that made them; a test checks they agree).
 inline constexpr const char* version_string = "0.2.0";
 
 struct config {
