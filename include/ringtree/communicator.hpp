@@ -149,18 +149,8 @@ class communicator {
   }
 
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
-  void allreduce(In&& in_range, Out&& out_range, op o = op::sum, algorithm a = algorithm::automatic) {
-    auto in = const_view(in_range);
-    auto out = view(out_range);
-    using E = typename decltype(out)::element_type;
-    call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size());
-    c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
-    c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
-    finish<collective::allreduce>(c);
-    memory().copy(out, in);
-    if (out.empty()) return;
-    reduce_and_average(out, o, [&](auto data, op ro) { run<collective::allreduce>(c.algo, data, ro); },
-                       [](auto data) { return data; });
+  void allreduce(In&& in, Out&& out, op o = op::sum, algorithm a = algorithm::automatic) {
+    allreduce_impl(const_view(in), view(out), o, a);
   }
   template <writable_range R>
   void allreduce(R&& inout, op o = op::sum, algorithm a = algorithm::automatic) {
@@ -169,118 +159,40 @@ class communicator {
   }
 
   template <writable_range R>
-  void broadcast(R&& range, int root, algorithm a = algorithm::automatic) {
-    auto data = view(range);
-    using E = typename decltype(data)::element_type;
-    call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size());
-    finish<collective::broadcast>(c);
-    if (data.empty()) return;
-    run<collective::broadcast>(c.algo, data, root);
+  void broadcast(R&& data, int root, algorithm a = algorithm::automatic) {
+    broadcast_impl(view(data), root, a);
   }
 
   // `out` must hold in.size() elements on the root; elsewhere it is unused.
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
-  void reduce(In&& in_range, Out&& out_range, int root, op o = op::sum, algorithm a = algorithm::automatic) {
-    auto in = const_view(in_range);
-    auto out = view(out_range);
-    using E = typename decltype(out)::element_type;
-    call c = start<E>(collective::reduce, in.size(), o, root, a, in.size());
-    if (rank() == root) {
-      c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
-      c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
-    }
-    finish<collective::reduce>(c);
-    if (in.empty()) return;
-    auto mem = memory();
-    typename decltype(mem)::template buffer<E> work;
-    std::span<E> data = out;
-    if (rank() != root) {  // the algorithms reduce in place: keep `in` intact
-      work = mem.template scratch<E>(in.size());
-      data = work.span();
-    }
-    mem.copy(data, in);
-    reduce_and_average(data, o, [&](auto d, op ro) { run<collective::reduce>(c.algo, d, ro, root); },
-                       [&](auto d) { return rank() == root ? d : d.first(0); });
+  void reduce(In&& in, Out&& out, int root, op o = op::sum, algorithm a = algorithm::automatic) {
+    reduce_impl(const_view(in), view(out), root, o, a);
   }
 
   // The root's `in` holds size() * out.size() elements; rank i receives block i.
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
-  void scatter(In&& in_range, Out&& out_range, int root, algorithm a = algorithm::automatic) {
-    auto in = const_view(in_range);
-    auto out = view(out_range);
-    using E = typename decltype(out)::element_type;
-    call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size());
-    if (rank() == root) {
-      c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(),
-                " on the root but size() * out.size() = ", detail::product_text(size(), out.size()));
-      c.template require_fits<E>(in.size());
-      c.require(!overlap(in, out), "in and out overlap");
-    }
-    finish<collective::scatter>(c);
-    run<collective::scatter>(c.algo, in, out, root);
+  void scatter(In&& in, Out&& out, int root, algorithm a = algorithm::automatic) {
+    scatter_impl(const_view(in), view(out), root, a);
   }
 
   // The root's `out` receives size() * in.size() elements, rank i's in block i.
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
-  void gather(In&& in_range, Out&& out_range, int root, algorithm a = algorithm::automatic) {
-    auto in = const_view(in_range);
-    auto out = view(out_range);
-    using E = typename decltype(out)::element_type;
-    call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size());
-    if (rank() == root) {
-      c.require(detail::product_of(in.size(), size()) == out.size(), "out.size() = ", out.size(),
-                " on the root but size() * in.size() = ", detail::product_text(size(), in.size()));
-      c.template require_fits<E>(out.size());
-      c.require(!overlap(in, out), "in and out overlap");
-    }
-    finish<collective::gather>(c);
-    run<collective::gather>(c.algo, in, out, root);
+  void gather(In&& in, Out&& out, int root, algorithm a = algorithm::automatic) {
+    gather_impl(const_view(in), view(out), root, a);
   }
 
   // `in` holds size() * out.size() elements; rank i receives block i reduced.
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
-  void reduce_scatter(In&& in_range, Out&& out_range, op o = op::sum, algorithm a = algorithm::automatic) {
-    auto in = const_view(in_range);
-    auto out = view(out_range);
-    using E = typename decltype(out)::element_type;
-    call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
-    c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(), " but size() * out.size() = ",
-              detail::product_text(size(), out.size()));
-    c.template require_fits<E>(in.size());
-    c.require(!overlap(in, out), "in and out overlap");
-    finish<collective::reduce_scatter>(c);
-    if (out.empty()) return;
-    auto mem = memory();
-    auto work = mem.template scratch<E>(in.size());
-    mem.copy(work.span(), in);
-    auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
-    reduce_and_average(work.span(), o, [&](auto d, op ro) { run<collective::reduce_scatter>(c.algo, d, ro); }, mine);
-    mem.copy(out, std::span<const E>(mine(work.span())));
+  void reduce_scatter(In&& in, Out&& out, op o = op::sum, algorithm a = algorithm::automatic) {
+    reduce_scatter_impl(const_view(in), view(out), o, a);
   }
 
   // `out` receives size() * in.size() elements, rank i's `in` in block i.
   // `in` may be out's block rank() (in place).
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
-  void allgather(In&& in_range, Out&& out_range, algorithm a = algorithm::automatic) {
-    auto in = const_view(in_range);
-    auto out = view(out_range);
-    using E = typename decltype(out)::element_type;
-    call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size());
-    const bool sized = detail::product_of(in.size(), size()) == out.size();
-    c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
-    c.template require_fits<E>(out.size());
-    // Sliced only once the sizes are known to fit (a hardened standard
-    // library aborts on an out-of-range subspan instead of raising).
-    const std::size_t at = sized ? in.size() * static_cast<std::size_t>(rank()) : 0;
-    // addresses as integers: a span that claims more than memory holds must not overflow a pointer here
-    const bool in_place = reinterpret_cast<std::uintptr_t>(in.data()) ==
-                          reinterpret_cast<std::uintptr_t>(out.data()) + at * sizeof(E);
-    if (sized) c.require(in_place || !overlap(in, out), "in overlaps out but is not out's block ", rank());
-    finish<collective::allgather>(c);
-    memory().copy(out.subspan(at, in.size()), in);
-    run<collective::allgather>(c.algo, out);
+  void allgather(In&& in, Out&& out, algorithm a = algorithm::automatic) {
+    allgather_impl(const_view(in), view(out), a);
   }
-
   void barrier() {
     call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
     finish<collective::barrier>(c);
@@ -308,6 +220,29 @@ class communicator {
   }
 
  private:
+  // The collectives on spans: what the range forms above call, and what
+  // prebuilt.hpp declares compiled once (explicit instantiations).
+  template <element E>
+  void allreduce_impl(std::span<const E> in, std::span<E> out, op o, algorithm a);
+
+  template <element E>
+  void reduce_impl(std::span<const E> in, std::span<E> out, int root, op o, algorithm a);
+
+  template <element E>
+  void scatter_impl(std::span<const E> in, std::span<E> out, int root, algorithm a);
+
+  template <element E>
+  void gather_impl(std::span<const E> in, std::span<E> out, int root, algorithm a);
+
+  template <element E>
+  void reduce_scatter_impl(std::span<const E> in, std::span<E> out, op o, algorithm a);
+
+  template <element E>
+  void allgather_impl(std::span<const E> in, std::span<E> out, algorithm a);
+
+  template <element E>
+  void broadcast_impl(std::span<E> data, int root, algorithm a);
+
   // One collective call: what was asked, the algorithm picked, and the
   // first problem found with the arguments.
   struct call {
@@ -560,19 +495,7 @@ class communicator {
     return best;
   }
 
-  void open() {
-    cfg_ = config::from_env();
-    opt_.checked = opt_.checked || cfg_.check;
-    env_algo_ = detail::env_algorithm(cfg_.algo);
-    pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
-    if (auto* sink = detail::trace_sink::from_env()) {
-      // new with braces: clang 14 has no parenthesised aggregate
-      // initialisation, and a temporary handle would flush the file on its way out
-      trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),
-                                                       detail::transport_in_process<Transport>(),
-                                                       detail::transport_name<Transport>())});
-    }
-  }
+  void open();
 
   std::unique_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
@@ -584,5 +507,134 @@ class communicator {
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<detail::tuning_table> tuning_;
 };
+
+// Defined outside the class, so not inline: with RINGTREE_PREBUILT the
+// explicit instantiation declarations of prebuilt.hpp keep the compiler
+// from instantiating them in every file (it would, for inlining, were they
+// defined in the class).
+template <transport Transport>
+template <element E>
+void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E> out, op o, algorithm a) {
+  call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size());
+  c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
+  c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
+  finish<collective::allreduce>(c);
+  memory().copy(out, in);
+  if (out.empty()) return;
+  reduce_and_average(out, o, [&](auto data, op ro) { run<collective::allreduce>(c.algo, data, ro); },
+                     [](auto data) { return data; });
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::broadcast_impl(std::span<E> data, int root, algorithm a) {
+  call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size());
+  finish<collective::broadcast>(c);
+  if (data.empty()) return;
+  run<collective::broadcast>(c.algo, data, root);
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::reduce_impl(std::span<const E> in, std::span<E> out, int root, op o, algorithm a) {
+  call c = start<E>(collective::reduce, in.size(), o, root, a, in.size());
+  if (rank() == root) {
+    c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
+    c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
+  }
+  finish<collective::reduce>(c);
+  if (in.empty()) return;
+  auto mem = memory();
+  typename decltype(mem)::template buffer<E> work;
+  std::span<E> data = out;
+  if (rank() != root) {  // the algorithms reduce in place: keep `in` intact
+    work = mem.template scratch<E>(in.size());
+    data = work.span();
+  }
+  mem.copy(data, in);
+  reduce_and_average(data, o, [&](auto d, op ro) { run<collective::reduce>(c.algo, d, ro, root); },
+                     [&](auto d) { return rank() == root ? d : d.first(0); });
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::scatter_impl(std::span<const E> in, std::span<E> out, int root, algorithm a) {
+  call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size());
+  if (rank() == root) {
+    c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(),
+              " on the root but size() * out.size() = ", detail::product_text(size(), out.size()));
+    c.template require_fits<E>(in.size());
+    c.require(!overlap(in, out), "in and out overlap");
+  }
+  finish<collective::scatter>(c);
+  run<collective::scatter>(c.algo, in, out, root);
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::gather_impl(std::span<const E> in, std::span<E> out, int root, algorithm a) {
+  call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size());
+  if (rank() == root) {
+    c.require(detail::product_of(in.size(), size()) == out.size(), "out.size() = ", out.size(),
+              " on the root but size() * in.size() = ", detail::product_text(size(), in.size()));
+    c.template require_fits<E>(out.size());
+    c.require(!overlap(in, out), "in and out overlap");
+  }
+  finish<collective::gather>(c);
+  run<collective::gather>(c.algo, in, out, root);
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::span<E> out, op o, algorithm a) {
+  call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
+  c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(), " but size() * out.size() = ",
+            detail::product_text(size(), out.size()));
+  c.template require_fits<E>(in.size());
+  c.require(!overlap(in, out), "in and out overlap");
+  finish<collective::reduce_scatter>(c);
+  if (out.empty()) return;
+  auto mem = memory();
+  auto work = mem.template scratch<E>(in.size());
+  mem.copy(work.span(), in);
+  auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
+  reduce_and_average(work.span(), o, [&](auto d, op ro) { run<collective::reduce_scatter>(c.algo, d, ro); }, mine);
+  mem.copy(out, std::span<const E>(mine(work.span())));
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::allgather_impl(std::span<const E> in, std::span<E> out, algorithm a) {
+  call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size());
+  const bool sized = detail::product_of(in.size(), size()) == out.size();
+  c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
+  c.template require_fits<E>(out.size());
+  // Sliced only once the sizes are known to fit (a hardened standard
+  // library aborts on an out-of-range subspan instead of raising).
+  const std::size_t at = sized ? in.size() * static_cast<std::size_t>(rank()) : 0;
+  // addresses as integers: a span that claims more than memory holds must not overflow a pointer here
+  const bool in_place = reinterpret_cast<std::uintptr_t>(in.data()) ==
+                        reinterpret_cast<std::uintptr_t>(out.data()) + at * sizeof(E);
+  if (sized) c.require(in_place || !overlap(in, out), "in overlaps out but is not out's block ", rank());
+  finish<collective::allgather>(c);
+  memory().copy(out.subspan(at, in.size()), in);
+  run<collective::allgather>(c.algo, out);
+}
+
+template <transport Transport>
+void communicator<Transport>::open() {
+  cfg_ = config::from_env();
+  opt_.checked = opt_.checked || cfg_.check;
+  env_algo_ = detail::env_algorithm(cfg_.algo);
+  pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
+  if (auto* sink = detail::trace_sink::from_env()) {
+    // new with braces: clang 14 has no parenthesised aggregate
+    // initialisation, and a temporary handle would flush the file on its way out
+    trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),
+                                                     detail::transport_in_process<Transport>(),
+                                                     detail::transport_name<Transport>())});
+  }
+
+}
 
 }  // namespace ringtree

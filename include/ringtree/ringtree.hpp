@@ -12,3 +12,4 @@
 #include <ringtree/algorithms/table.hpp>
 #include <ringtree/tuner.hpp>
 #include <ringtree/communicator.hpp>
+#include <ringtree/prebuilt.hpp>  // nothing unless RINGTREE_PREBUILT

@@ -19,10 +19,13 @@
 
 #include <ringtree/core/dtype.hpp>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDA_ARCH__)
+// The AVX2 paths use the compiler's vector extensions and F16C builtins
+// rather than <immintrin.h>, which alone costs most of a second to parse in
+// every file (nvcc's front end is left the portable loops).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
 #define RINGTREE_X86_DISPATCH 1
 #include <cpuid.h>
-#include <immintrin.h>
+#include <cstring>
 #else
 #define RINGTREE_X86_DISPATCH 0
 #endif
@@ -111,42 +114,62 @@ template <class E, class F>
 // 16-bit floats, 16 at a time: widen to two float vectors, combine, narrow
 // back. half converts in hardware (F16C, round to nearest even like
 // half::from_float; only NaN payloads may differ); bfloat16 with integer
-// vector ops computing exactly bfloat16::from_float. The element order
-// inside the pair of float vectors does not matter, as long as narrow()
-// undoes widen().
+// vector ops computing exactly bfloat16::from_float.
+typedef float rt_v8sf __attribute__((vector_size(32)));
+typedef float rt_v4sf __attribute__((vector_size(16)));
+typedef short rt_v8hi __attribute__((vector_size(16)));
+typedef std::uint16_t rt_v8hu __attribute__((vector_size(16)));
+typedef std::uint32_t rt_v8su __attribute__((vector_size(32)));
 struct f16c_half {
   [[gnu::target("avx2,f16c")]] static void widen(const std::uint16_t* p, float* out) noexcept {
-    _mm256_store_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-    _mm256_store_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8))));
+    for (int k = 0; k < 2; ++k) {
+      rt_v8hi h;
+      std::memcpy(&h, p + 8 * k, sizeof h);
+      const rt_v8sf x = __builtin_ia32_vcvtph2ps256(h);
+      std::memcpy(out + 8 * k, &x, sizeof x);
+    }
   }
   [[gnu::target("avx2,f16c")]] static void narrow(const float* in, std::uint16_t* p) noexcept {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(_mm256_load_ps(in), _MM_FROUND_TO_NEAREST_INT));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8), _mm256_cvtps_ph(_mm256_load_ps(in + 8), _MM_FROUND_TO_NEAREST_INT));
+    for (int k = 0; k < 2; ++k) {
+      rt_v8sf x;
+      std::memcpy(&x, in + 8 * k, sizeof x);
+      const rt_v8hi h = __builtin_ia32_vcvtps2ph256(x, 0);  // round to nearest even
+      std::memcpy(p + 8 * k, &h, sizeof h);
+    }
   }
-  [[gnu::target("avx2,f16c")]] static float to_float(std::uint16_t h) noexcept { return _cvtsh_ss(h); }
+  [[gnu::target("avx2,f16c")]] static float to_float(std::uint16_t h) noexcept {
+    const rt_v8hi v = {static_cast<short>(h), 0, 0, 0, 0, 0, 0, 0};
+    return __builtin_ia32_vcvtph2ps(v)[0];
+  }
   [[gnu::target("avx2,f16c")]] static std::uint16_t from_float(float f) noexcept {
-    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+    const rt_v4sf v = {f, 0, 0, 0};
+    return static_cast<std::uint16_t>(__builtin_ia32_vcvtps2ph(v, 0)[0]);
   }
 };
 struct avx2_bfloat16 {
-  // Interleaving with zero puts each bfloat16 in the high half of a float.
+  // A bfloat16 is the high half of a float.
   [[gnu::target("avx2,f16c")]] static void widen(const std::uint16_t* p, float* out) noexcept {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), z = _mm256_setzero_si256();
-    _mm256_store_ps(out, _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v)));
-    _mm256_store_ps(out + 8, _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v)));
+    for (int k = 0; k < 2; ++k) {
+      rt_v8hu h;
+      std::memcpy(&h, p + 8 * k, sizeof h);
+      const rt_v8su w = __builtin_convertvector(h, rt_v8su) << 16;
+      std::memcpy(out + 8 * k, &w, sizeof w);
+    }
   }
-  [[gnu::target("avx2,f16c")]] static __m256i round(__m256 v) noexcept {
-    const __m256i w = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(w, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(w, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
-    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(w, 16), _mm256_set1_epi32(0x40));
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
-    return _mm256_blendv_epi8(rounded, quiet, nan);
+  // bfloat16::from_float on 8 floats: round to nearest even, NaN stays a quiet NaN.
+  [[gnu::target("avx2,f16c")]] static rt_v8hu round(const float* in) noexcept {
+    rt_v8su w;
+    std::memcpy(&w, in, sizeof w);
+    const rt_v8su rounded = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
+    const rt_v8su quiet = (w >> 16) | 0x40u;
+    const rt_v8su nan = (rt_v8su)((w & 0x7FFFFFFFu) > 0x7F800000u);
+    return __builtin_convertvector((rounded & ~nan) | (quiet & nan), rt_v8hu);
   }
-  // packus undoes the unpacks lane by lane (every value fits in 16 bits).
   [[gnu::target("avx2,f16c")]] static void narrow(const float* in, std::uint16_t* p) noexcept {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm256_packus_epi32(round(_mm256_load_ps(in)), round(_mm256_load_ps(in + 8))));
+    for (int k = 0; k < 2; ++k) {
+      const rt_v8hu h = round(in + 8 * k);
+      std::memcpy(p + 8 * k, &h, sizeof h);
+    }
   }
   static float to_float(std::uint16_t b) noexcept { return bfloat16::to_float(b); }
   static std::uint16_t from_float(float f) noexcept { return bfloat16::from_float(f); }
