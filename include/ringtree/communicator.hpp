@@ -330,6 +330,14 @@ class communicator {
   // What automatic runs for C on `bytes` (see choose).
   template <collective C>
   algorithm pick(std::size_t bytes) {
+    auto& memo = last_pick_[static_cast<std::size_t>(C)];  // calls repeat their sizes: answer those at once
+    if (memo.first == bytes && memo.second != algorithm::automatic) return memo.second;
+    const algorithm a = pick_anew<C>(bytes);
+    memo = {bytes, a};
+    return a;
+  }
+  template <collective C>
+  algorithm pick_anew(std::size_t bytes) {
     const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
     if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
     if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
@@ -467,15 +475,17 @@ class communicator {
     }
     slowest(warm);
     // A sample is a batch of calls lasting about sample_s; rounds interleave
-    // the algorithms so that a noisy moment hits all of them.
-    constexpr double sample_s = 2e-4, budget_s = 0.25;
+    // the algorithms so that a noisy moment hits all of them. Small sizes
+    // get many rounds (their medians are what noise blurs most), large ones
+    // at least 5, within about budget_s a bin.
+    constexpr double sample_s = 1e-3, budget_s = 0.3;
     std::vector<int> batch(k);
     double round_s = 0;
     for (std::size_t i = 0; i < k; ++i) {
       batch[i] = static_cast<int>(std::clamp(sample_s / std::max(warm[i], 1e-9), 1.0, 1000.0));
       round_s += batch[i] * warm[i];
     }
-    const int rounds = static_cast<int>(std::clamp(budget_s / std::max(round_s, 1e-9), 3.0, 9.0));
+    const int rounds = static_cast<int>(std::clamp(budget_s / std::max(round_s, 1e-9), 5.0, 25.0));
     std::vector<double> times(k * rounds);
     for (int r = 0; r < rounds; ++r)
       for (std::size_t i = 0; i < k; ++i) {
@@ -506,6 +516,7 @@ class communicator {
   std::unique_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<detail::tuning_table> tuning_;
+  std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
 
 // Defined outside the class, so not inline: with RINGTREE_PREBUILT the
