@@ -268,6 +268,15 @@ class communicator {
               " are more bytes than memory can hold");
       return b;
     }
+    // The buffer `whole` (named so, `where` it is checked) holds n blocks
+    // of `block` elements, and fits in memory: scatter, gather, reduce_scatter.
+    template <class E>
+    void require_blocks(const char* whole_name, std::size_t whole, const char* where, const char* block_name,
+                        std::size_t block, int n) {
+      require(detail::product_of(block, n) == whole, whole_name, ".size() = ", whole, where, " but size() * ", block_name,
+              ".size() = ", detail::product_text(n, block));
+      require_fits<E>(whole);
+    }
   };
   // What checked mode compares, field by field: one table, so that the
   // words sent and the words explained cannot drift apart. The argument
@@ -572,9 +581,7 @@ template <element E>
 void communicator<Transport>::scatter_impl(std::span<const E> in, std::span<E> out, int root, algorithm a) {
   call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size());
   if (rank() == root) {
-    c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(),
-              " on the root but size() * out.size() = ", detail::product_text(size(), out.size()));
-    c.template require_fits<E>(in.size());
+    c.template require_blocks<E>("in", in.size(), " on the root", "out", out.size(), size());
     c.require(!overlap(in, out), "in and out overlap");
   }
   finish<collective::scatter>(c);
@@ -586,9 +593,7 @@ template <element E>
 void communicator<Transport>::gather_impl(std::span<const E> in, std::span<E> out, int root, algorithm a) {
   call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size());
   if (rank() == root) {
-    c.require(detail::product_of(in.size(), size()) == out.size(), "out.size() = ", out.size(),
-              " on the root but size() * in.size() = ", detail::product_text(size(), in.size()));
-    c.template require_fits<E>(out.size());
+    c.template require_blocks<E>("out", out.size(), " on the root", "in", in.size(), size());
     c.require(!overlap(in, out), "in and out overlap");
   }
   finish<collective::gather>(c);
@@ -599,9 +604,7 @@ template <transport Transport>
 template <element E>
 void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::span<E> out, op o, algorithm a) {
   call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
-  c.require(detail::product_of(out.size(), size()) == in.size(), "in.size() = ", in.size(), " but size() * out.size() = ",
-            detail::product_text(size(), out.size()));
-  c.template require_fits<E>(in.size());
+  c.template require_blocks<E>("in", in.size(), "", "out", out.size(), size());
   c.require(!overlap(in, out), "in and out overlap");
   finish<collective::reduce_scatter>(c);
   if (out.empty()) return;
