@@ -25,6 +25,7 @@ struct options {
   op redop = op::sum;
   int root = 0;
   int warmup = 5, iters = 20;
+  int rounds = 1;  // times each algorithm this many times, in turn; reports the median
   bool check = true;
   bool model = false;  // print the cost model's prediction next to each time
   std::string transport = "mpi";
@@ -33,20 +34,23 @@ struct options {
 };
 
 inline std::string usage() {
+  const std::string algos = ringtree::detail::algorithm_names_list();  // the table's, so never out of date
   return R"(usage: mpirun -np N ringtree-perf [options]
   -b, --minbytes SIZE     smallest size (default 8); SIZE takes K, M, G suffixes
   -e, --maxbytes SIZE     largest size (default 64M)
   -f, --stepfactor F      multiply the size by F each step (default 2)
   -o, --collective LIST   allreduce,broadcast,scatter,reduce_scatter,allgather,reduce,gather
-  -a, --algo LIST         ring,tree,recursive_doubling,rabenseifner,binomial,linear,
-                          scatter_allgather,automatic,mpi
-                          (default ring,tree,automatic,mpi);
+  -a, --algo LIST         comma-separated, from: )" + algos + R"(,
+                          automatic, mpi (default ring,tree,automatic,mpi);
                           mpi is the MPI library's own collective
   -d, --datatype TYPE     float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 half bfloat16
   -r, --redop OP          sum prod min max avg (default sum)
   -R, --root N            root of rooted collectives (default 0)
   -w, --warmup N          warm-up iterations (default 5)
   -n, --iters N           timed iterations (default 20)
+      --rounds N          time the algorithms of a size N times in turn (each
+                          time warm-up + iters calls) and report each one's
+                          median: drift and noisy moments hit all alike (default 1)
   -c, --check 0|1         check every result against a reference (default 1)
   -t, --transport NAME    mpi (default) or shm (shared memory; all ranks on one host)
       --csv FILE          also write the rows as CSV
@@ -152,6 +156,7 @@ inline options parse(int argc, const char* const* argv) {
     } else if (flag == "-R" || flag == "--root") o.root = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
     else if (flag == "-w" || flag == "--warmup") o.warmup = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
     else if (flag == "-n" || flag == "--iters") o.iters = static_cast<int>(detail_::parse_int(flag, value, 1, 1 << 20));
+    else if (flag == "--rounds") o.rounds = static_cast<int>(detail_::parse_int(flag, value, 1, 1000));
     else if (flag == "-c" || flag == "--check") o.check = detail_::parse_int(flag, value, 0, 1) == 1;
     else if (flag == "-t" || flag == "--transport") {
       if (value != "mpi" && value != "shm") detail_::bad("-t: unknown transport '" + value + "' (available: mpi, shm)");

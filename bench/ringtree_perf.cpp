@@ -56,8 +56,8 @@ void invoke(Target& target, collective c, std::span<E> in, std::span<E> out, std
   }
 }
 
-// Median-free, nccl-tests style: mean time of `iters` calls after `warmup`,
-// the slowest rank's.
+// nccl-tests style: mean time of `iters` calls after `warmup`, the slowest
+// rank's (--rounds takes the median of several of these).
 template <class F>
 double time_us(F call, int warmup, int iters) {
   for (int i = 0; i < warmup; ++i) call();
@@ -78,10 +78,10 @@ std::string human(std::size_t b) {
 }
 
 void print_header(const options& o, int n) {
-  std::printf("# ringtree-perf: %d ranks, transport %s, type %s, redop %s, root %d, warmup %d, iters %d, check %s\n", n,
+  std::printf("# ringtree-perf: %d ranks, transport %s, type %s, redop %s, root %d, warmup %d, iters %d, rounds %d, check %s\n", n,
               o.transport.c_str(), std::string(to_string(o.type)).c_str(), std::string(to_string(o.redop)).c_str(),
-              o.root, o.warmup, o.iters, o.check ? "on" : "off");
-  std::printf("# time: mean per call of the slowest rank; algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
+              o.root, o.warmup, o.iters, o.rounds, o.check ? "on" : "off");
+  std::printf("# time: mean per call of the slowest rank (the median of the rounds); algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
               "# vs mpi = MPI's time / this time for the same size (above 1: faster than MPI)\n");
   if (o.model)
     std::printf("# model(us): alpha * steps + beta * bytes + gamma * reduced bytes (docs/algorithms.md)\n");
@@ -183,28 +183,38 @@ int run_on(Transport& t, const options& o) {
       const std::size_t m = count_for(c, bytes, sizeof(E), n);
       std::vector<E> in(std::max<std::size_t>(1, m * n)), out(std::max<std::size_t>(1, m * n));
       for (std::size_t i = 0; i < in.size(); ++i) in[i] = rt_test::value<E>(o.redop, me, i, 0);
-      double mpi_time = 0;
+      // What runs at this size: (name, algorithm, label); then --rounds
+      // rounds, each timing every one of them in turn.
+      struct entry {
+        std::string name, label;
+        algorithm a, runs;
+        bool is_mpi;
+        std::vector<double> us;
+      };
+      std::vector<entry> todo;
+      const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);  // what the tuner is asked
       for (const auto& name : algos) {
         const bool is_mpi = name == "mpi";
         const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
-        const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);  // what the tuner is asked
         if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a, {n, in_bytes, memory_kind::host})) continue;  // not offered at this size
-        std::string label = name;
         const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes) : a;
-        if (a == algorithm::automatic && !is_mpi) label += ":" + std::string(to_string(runs));
-        const rt_test::case_desc cd{c, a, o.redop, m, o.root, 1};
-        double us;
+        const std::string label = a == algorithm::automatic && !is_mpi ? name + ":" + std::string(to_string(runs)) : name;
+        todo.push_back({name, label, a, runs, is_mpi, {}});
+      }
+      for (int round = 0; round < o.rounds; ++round)
+        for (auto& e : todo)
+          e.us.push_back(e.is_mpi ? time_us([&] { invoke<E>(mpi, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters)
+                                  : time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters));
+      double mpi_time = 0;
+      for (auto& e : todo) {
+        std::nth_element(e.us.begin(), e.us.begin() + e.us.size() / 2, e.us.end());
+        const double us = e.us[e.us.size() / 2];  // the same on every rank: each time is the slowest rank's
+        if (e.is_mpi) mpi_time = us;
+        const rt_test::case_desc cd{c, e.a, o.redop, m, o.root, 1};
         long wrong = -1;
-        if (is_mpi) {
-          us = time_us([&] { invoke<E>(mpi, c, in, out, m, o.redop, o.root, a); }, o.warmup, o.iters);
-          if (o.check) wrong = static_cast<long>(rt_test::check_all<E>(mpi, cd).wrong);
-          mpi_time = us;
-        } else {
-          us = time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, a); }, o.warmup, o.iters);
-          if (o.check) wrong = static_cast<long>(rt_test::check_all<E>(comm, cd).wrong);
-        }
         if (o.check) {
+          wrong = static_cast<long>(e.is_mpi ? rt_test::check_all<E>(mpi, cd).wrong : rt_test::check_all<E>(comm, cd).wrong);
           long sum = 0;
           MPI_Allreduce(&wrong, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
           wrong = sum;
@@ -212,8 +222,8 @@ int run_on(Transport& t, const options& o) {
         }
         const double algbw = us > 0 ? bytes / us / 1e3 : 0;
         row r{std::string(to_string(c)), bytes, m, std::string(to_string(dtype_of<E>)), std::string(to_string(o.redop)),
-              o.root, label, name, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !is_mpi) ? mpi_time / us : 0,
-              o.model && !is_mpi ? comm.model().seconds(c, runs, in_bytes) * 1e6 : 0};
+              o.root, e.label, e.name, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !e.is_mpi) ? mpi_time / us : 0,
+              o.model && !e.is_mpi ? comm.model().seconds(c, e.runs, in_bytes) * 1e6 : 0};
         if (me == 0) print_row(r, o.model);
         rows.push_back(r);
       }

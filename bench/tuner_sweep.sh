@@ -5,14 +5,17 @@
 # first run measures, the later ones read what it saved), and prints, per
 # size, the median time of each, automatic's pick, and automatic's median
 # over the best fixed median (target <= 1.10 at 90% of the sizes, never
-# above 1.15), and over MPI_Allreduce's.
-#   bench/tuner_sweep.sh BUILD_DIR [REPS] [MAXBYTES] [NP] [FACTOR]
+# above 1.15), and over MPI_Allreduce's. Within a run, each size times all
+# algorithms ROUNDS times in turn (ringtree-perf --rounds), so that noise
+# and drift hit them alike.
+#   bench/tuner_sweep.sh BUILD_DIR [REPS] [MAXBYTES] [NP] [FACTOR] [ROUNDS]
 set -eu
 build=${1:?build dir}
 reps=${2:-3}
 max=${3:-64M}
 np=${4:-2}
 factor=${5:-4}
+rounds=${6:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -22,9 +25,9 @@ for t in mpi shm; do
   start=$(date +%s.%N)
   for i in $(seq "$reps"); do
     mpirun --oversubscribe -np "$np" "$build/bench/ringtree-perf" -t "$t" -b 8 -e "$max" -f "$factor" -c 0 \
-      -a "$algos,automatic,mpi" --csv "$tmp/$t-$i.csv" >/dev/null
+      -a "$algos,automatic,mpi" --rounds "$rounds" --csv "$tmp/$t-$i.csv" >/dev/null
   done
-  echo "# transport $t, $np ranks, medians of $reps runs (us), fresh cache: $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.0f", e-s}') s in all"
+  echo "# transport $t, $np ranks, medians of $reps runs x $rounds rounds (us), fresh cache: $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.0f", e-s}') s in all"
   cat "$tmp/$t"-*.csv | awk -F, -v algos="$algos" '
     BEGIN { na = split(algos, A, ",") }
     $1 == "allreduce" {

@@ -112,7 +112,12 @@ class communicator {
   // ncclCommAbort); over shared memory the transport refuses every later
   // call and the peers' waits on this rank raise at once. docs/errors.md
   // says what else is safe after a timeout on each transport.
-  void abort() requires requires(Transport& t) { t.abort(); } { t_->abort(); }
+  // (A template, so that an explicit instantiation of the class leaves it
+  // out where the transport has no abort: clang 14 instantiates constrained
+  // non-template members anyway.)
+  template <class T = Transport>
+    requires requires(T& t) { t.abort(); }
+  void abort() { t_->abort(); }
 
   // A collective call, like the others (every rank calls it): the cost
   // model with its constants, which the first call loads from the cache
@@ -478,6 +483,7 @@ class communicator {
     std::vector<double> warm(k);
     for (std::size_t i = 0; i < k; ++i) {  // the first call pays for connections and pages; the second is timed
       once(algos[i]);
+      run<collective::barrier>(algorithm::dissemination);
       const auto t0 = clock::now();
       once(algos[i]);
       warm[i] = seconds(t0);
@@ -498,6 +504,10 @@ class communicator {
     std::vector<double> times(k * rounds);
     for (int r = 0; r < rounds; ++r)
       for (std::size_t i = 0; i < k; ++i) {
+        // All ranks start a sample together; else a rank that left the last
+        // one early times its wait for the others as this algorithm's cost
+        // (with more ranks than cores, that wait is most of a sample).
+        run<collective::barrier>(algorithm::dissemination);
         const auto t0 = clock::now();
         for (int j = 0; j < batch[i]; ++j) once(algos[i]);
         times[r * k + i] = seconds(t0) / batch[i];

@@ -1,13 +1,12 @@
 #pragma once
 // The optional compiled part of ringtree: communicators over the in-process
-// transport for the common element types, compiled once into the
+// transport for every element type, compiled once into the
 // ringtree-prebuilt library (src/prebuilt.cpp) instead of in every file
 // that makes a call. With RINGTREE_PREBUILT defined (Meson's
 // dependency('ringtree-prebuilt') defines it and links the library), these
 // explicit instantiation declarations tell the compiler not to instantiate
 // them here; without it, everything is instantiated where used, as for any
-// header-only library. Other transports and element types are always
-// instantiated where used.
+// header-only library. Other transports are always instantiated where used.
 #include <cstdint>
 
 #include <ringtree/communicator.hpp>
@@ -24,14 +23,19 @@
   KIND void ringtree::communicator<T>::gather_impl<E>(std::span<const E>, std::span<E>, int, algorithm);             \
   KIND void ringtree::communicator<T>::reduce_scatter_impl<E>(std::span<const E>, std::span<E>, op, algorithm);      \
   KIND void ringtree::communicator<T>::allgather_impl<E>(std::span<const E>, std::span<E>, algorithm);
-#define RINGTREE_PREBUILT_TRANSPORT(KIND, T)                   \
-  KIND class ringtree::communicator<T>;                        \
-  RINGTREE_COLLECTIVES_OF(KIND, T, float)                      \
-  RINGTREE_COLLECTIVES_OF(KIND, T, double)                     \
-  RINGTREE_COLLECTIVES_OF(KIND, T, ringtree::half)             \
-  RINGTREE_COLLECTIVES_OF(KIND, T, ringtree::bfloat16)         \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::int32_t)               \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::int64_t)               \
+#define RINGTREE_PREBUILT_TRANSPORT(KIND, T)           \
+  KIND class ringtree::communicator<T>;                \
+  RINGTREE_COLLECTIVES_OF(KIND, T, float)              \
+  RINGTREE_COLLECTIVES_OF(KIND, T, double)             \
+  RINGTREE_COLLECTIVES_OF(KIND, T, ringtree::half)     \
+  RINGTREE_COLLECTIVES_OF(KIND, T, ringtree::bfloat16) \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::int8_t)        \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint8_t)       \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::int16_t)       \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint16_t)      \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::int32_t)       \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint32_t)      \
+  RINGTREE_COLLECTIVES_OF(KIND, T, std::int64_t)       \
   RINGTREE_COLLECTIVES_OF(KIND, T, std::uint64_t)
 
 #if defined(RINGTREE_PREBUILT) && !defined(RINGTREE_BUILDING_PREBUILT)

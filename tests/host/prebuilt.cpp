@@ -40,7 +40,7 @@ int main() {
   ringtree::local_world(3).run([&](ringtree::local_transport& t) {
     ringtree::communicator comm(t);
     const int b = check<float>(comm) + check<double>(comm) + check<std::int32_t>(comm) + check<std::int64_t>(comm) +
-                  check<std::uint64_t>(comm);
+                  check<std::uint64_t>(comm) + check<std::int8_t>(comm) + check<std::uint16_t>(comm);
     if (b != 0) throw ringtree::error("prebuilt", t.rank(), std::to_string(b) + " wrong elements");
   });
   std::puts("prebuilt: every collective right");

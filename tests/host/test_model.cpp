@@ -132,8 +132,10 @@ TEST_CASE("automatic never picks an algorithm the model ranks more than 10% slow
 
 TEST_CASE("automatic runs the model's pick: latency-bound constants pick one-shot (one step), reduction-bound ones the ring") {
   const int n = 6;  // not a power of two: Rabenseifner would tie with the ring on bytes
-  for (auto [m, want] : {std::pair{model(1e-3, 0, 1e-12, "latency"), algorithm::one_shot},
-                         std::pair{model(1e-12, 0, 1e-3, "reduction"), algorithm::ring}}) {
+  for (const auto& [model_, want_] : {std::pair{model(1e-3, 0, 1e-12, "latency"), algorithm::one_shot},
+                                      std::pair{model(1e-12, 0, 1e-3, "reduction"), algorithm::ring}}) {
+    const auto m = model_;  // (clang 14 cannot capture structured bindings)
+    const algorithm want = want_;
     CAPTURE(m.source);
     trace_recorder rec(n);
     local_world world(n);

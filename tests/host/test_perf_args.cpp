@@ -38,6 +38,11 @@ TEST_CASE("ringtree-perf parses nccl-tests style flags") {
   CHECK(parse_args({"--model"}).model);
   CHECK(parse_args({"-m", "-b", "1K"}).min_bytes == 1024);
   CHECK_FALSE(parse_args({}).model);
+  CHECK(parse_args({}).rounds == 1);
+  CHECK(parse_args({"--rounds", "7"}).rounds == 7);
+  // every algorithm of the table is in the help text
+  for (algorithm a : {algorithm::ring, algorithm::one_shot, algorithm::scatter_allgather, algorithm::dissemination})
+    CHECK(usage().find(std::string(to_string(a))) != std::string::npos);
 }
 
 TEST_CASE("ringtree-perf rejects bad flags and values with a message that names them") {
@@ -57,6 +62,7 @@ TEST_CASE("ringtree-perf rejects bad flags and values with a message that names 
   fails({"-r", "xor"}, "-r: unknown reduction op 'xor'");
   fails({"-n", "0"}, "-n: 0 is below 1");
   fails({"-c", "2"}, "-c: 2 is above 1");
+  fails({"--rounds", "0"}, "--rounds: 0 is below 1");
   fails({"-t", "carrier-pigeon"}, "unknown transport 'carrier-pigeon'");
   fails({"stray"}, "unexpected argument 'stray'");
 }
