@@ -513,13 +513,25 @@ class communicator {
         times[r * k + i] = seconds(t0) / batch[i];
       }
     slowest(times);  // a round of the collective takes as long as its slowest rank
-    algorithm best = algos.front();
-    double best_s = 0;
+    std::vector<double> median(k);
     for (std::size_t i = 0; i < k; ++i) {
       std::vector<double> mine;
       for (int r = 0; r < rounds; ++r) mine.push_back(times[r * k + i]);
       std::nth_element(mine.begin(), mine.begin() + rounds / 2, mine.end());
-      if (i == 0 || mine[rounds / 2] < best_s) best = algos[i], best_s = mine[rounds / 2];
+      median[i] = mine[rounds / 2];
+    }
+    // Medians within tie_ratio of the fastest are a tie as far as this
+    // machine's noise can tell (5-10% between runs here); the cost model
+    // (the same on every rank) breaks it, so that a tie goes to the
+    // algorithm that scales (fewer steps, fewer bytes) rather than to noise.
+    constexpr double tie_ratio = 1.05;
+    const double fastest = *std::min_element(median.begin(), median.end());
+    algorithm best = algorithm::automatic;
+    double best_model = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      if (median[i] > fastest * tie_ratio) continue;
+      const double m = model().seconds(C, algos[i], bytes);
+      if (best == algorithm::automatic || m < best_model) best = algos[i], best_model = m;
     }
     return best;
   }
