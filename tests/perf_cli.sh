@@ -28,7 +28,8 @@ grep -q "# checked: 0 wrong elements" <<<"$out" || fail "results were not all ch
 grep -q '"collective": "gather"' "$tmp/rows.json" || fail "JSON lacks rows"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['ranks']==3 and len(d['rows'])>20" "$tmp/rows.json" \
   2>/dev/null || { command -v python3 >/dev/null && fail "JSON does not parse"; }
-out=$(run 2 -b 8 -e 1M -f 16 -a ring,recursive_doubling,automatic,mpi --model -w 1 -n 2 2>&1) || fail "--model failed: $out"
+out=$(run 2 -b 8 -e 1M -f 16 -a ring,recursive_doubling,automatic,mpi --model -w 1 -n 2 --rounds 3 2>&1) || fail "--model failed: $out"
+grep -q "rounds 3" <<<"$out" || fail "the header does not say --rounds 3: $out"
 echo "$out"
 grep -q "^# cost model: alpha" <<<"$out" || fail "--model does not show the model's constants"
 grep -q "model(us)" <<<"$out" || fail "--model has no model column"
