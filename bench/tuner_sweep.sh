@@ -9,6 +9,7 @@
 # algorithms ROUNDS times in turn (ringtree-perf --rounds), so that noise
 # and drift hit them alike.
 #   bench/tuner_sweep.sh BUILD_DIR [REPS] [MAXBYTES] [NP] [FACTOR] [ROUNDS]
+# (TRANSPORTS="mpi" or "shm" for one of them; default both)
 set -eu
 build=${1:?build dir}
 reps=${2:-3}
@@ -20,7 +21,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 algos=ring,tree,recursive_doubling,rabenseifner,one_shot
-for t in mpi shm; do
+for t in ${TRANSPORTS:-mpi shm}; do
   export RINGTREE_CACHE_DIR=$tmp/cache-$t
   start=$(date +%s.%N)
   for i in $(seq "$reps"); do
