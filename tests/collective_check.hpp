@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -88,65 +89,99 @@ struct verdict {
   bool ok() const { return wrong == 0; }
 };
 
+// Where check_all's buffers live: make<E>(len, everywhere) gives a
+// buffer of len elements (`everywhere`: every rank asks for this length at
+// this point, so it may be a collective allocation).
+template <class E>
+struct held {
+  std::shared_ptr<void> keep;
+  std::span<E> span;
+};
+struct private_buffers {
+  template <class E>
+  held<E> make(std::size_t len, bool) const {
+    auto v = std::make_shared<std::vector<E>>(len);
+    return {v, std::span<E>(*v)};
+  }
+};
+// Symmetric buffers (comm.allocate) wherever every rank asks for the same length.
+template <class Comm>
+struct symmetric_buffers {
+  Comm* comm;
+  template <class E>
+  held<E> make(std::size_t len, bool everywhere) const {
+    if (!everywhere) return private_buffers{}.make<E>(len, false);
+    auto b = std::make_shared<symmetric_buffer<E>>(comm->template allocate<E>(len));
+    return {b, b->span()};
+  }
+};
+
 // Runs one collective on `comm` (ringtree's communicator, or anything with
 // the same calls) and compares every element with the sequential reference.
-template <class E, class Comm>
-verdict check_all(Comm& comm, const case_desc& c) {
+template <class E, class Comm, class Buffers = private_buffers>
+verdict check_all(Comm& comm, const case_desc& c, Buffers buffers = {}) {
   const int n = comm.size(), me = comm.rank();
   const std::size_t m = c.count;
   auto val = [&](int r, std::size_t i) { return value<E>(c.o, r, i, c.seed); };
-  std::vector<E> got, want;
-  auto fill = [&](std::vector<E>& x, std::size_t len, int r) {
-    x.resize(len);
-    for (std::size_t i = 0; i < len; ++i) x[i] = val(r, i);
+  std::vector<E> want;
+  held<E> in_buf{}, got_buf{};
+  auto fill = [&](held<E>& x, std::size_t len, bool everywhere, int r) {
+    x = buffers.template make<E>(len, everywhere);
+    for (std::size_t i = 0; i < len; ++i) x.span[i] = val(r, i);
   };
-  std::vector<E> in;
+  auto blank = [&](held<E>& x, std::size_t len, bool everywhere) {
+    x = buffers.template make<E>(len, everywhere);
+    for (auto& v : x.span) v = make<E>(99);
+  };
+  auto want_values = [&](std::size_t len, int r) {
+    for (std::size_t i = 0; i < len; ++i) want.push_back(val(r, i));
+  };
+  std::span<E> got;
+  std::span<const E> in;
   switch (c.what) {
     case collective::allreduce:
-      fill(in, m, me);
-      got.assign(m, make<E>(99));
-      comm.allreduce(std::span<const E>(in), std::span<E>(got), c.o, c.algo);
+      fill(in_buf, m, true, me);
+      blank(got_buf, m, true);
+      comm.allreduce(in = in_buf.span, got = got_buf.span, c.o, c.algo);
       for (std::size_t i = 0; i < m; ++i) want.push_back(fold<E>(c.o, n, i, c.seed));
       break;
     case collective::reduce:
-      fill(in, m, me);
-      got.assign(me == c.root ? m : 0, make<E>(99));
-      comm.reduce(std::span<const E>(in), std::span<E>(got), c.root, c.o, c.algo);
+      fill(in_buf, m, true, me);
+      blank(got_buf, me == c.root ? m : 0, false);
+      comm.reduce(in = in_buf.span, got = got_buf.span, c.root, c.o, c.algo);
       if (me == c.root)
         for (std::size_t i = 0; i < m; ++i) want.push_back(fold<E>(c.o, n, i, c.seed));
       break;
     case collective::broadcast:
-      if (me == c.root) fill(got, m, c.root);
-      else got.assign(m, make<E>(99));
-      comm.broadcast(std::span<E>(got), c.root, c.algo);
-      fill(want, m, c.root);
+      if (me == c.root) fill(got_buf, m, true, c.root);
+      else blank(got_buf, m, true);
+      comm.broadcast(got = got_buf.span, c.root, c.algo);
+      want_values(m, c.root);
       break;
     case collective::scatter:
-      if (me == c.root) fill(in, m * n, c.root);
-      got.assign(m, make<E>(99));
-      comm.scatter(std::span<const E>(in), std::span<E>(got), c.root, c.algo);
+      if (me == c.root) fill(in_buf, m * n, false, c.root);
+      blank(got_buf, m, true);
+      comm.scatter(in = in_buf.span, got = got_buf.span, c.root, c.algo);
       for (std::size_t i = 0; i < m; ++i) want.push_back(val(c.root, me * m + i));
       break;
     case collective::gather:
-      fill(in, m, me);
-      got.assign(me == c.root ? m * n : 0, make<E>(99));
-      comm.gather(std::span<const E>(in), std::span<E>(got), c.root, c.algo);
+      fill(in_buf, m, true, me);
+      blank(got_buf, me == c.root ? m * n : 0, false);
+      comm.gather(in = in_buf.span, got = got_buf.span, c.root, c.algo);
       if (me == c.root)
-        for (int r = 0; r < n; ++r)
-          for (std::size_t i = 0; i < m; ++i) want.push_back(val(r, i));
+        for (int r = 0; r < n; ++r) want_values(m, r);
       break;
     case collective::reduce_scatter:
-      fill(in, m * n, me);
-      got.assign(m, make<E>(99));
-      comm.reduce_scatter(std::span<const E>(in), std::span<E>(got), c.o, c.algo);
+      fill(in_buf, m * n, true, me);
+      blank(got_buf, m, true);
+      comm.reduce_scatter(in = in_buf.span, got = got_buf.span, c.o, c.algo);
       for (std::size_t i = 0; i < m; ++i) want.push_back(fold<E>(c.o, n, me * m + i, c.seed));
       break;
     case collective::allgather:
-      fill(in, m, me);
-      got.assign(m * n, make<E>(99));
-      comm.allgather(std::span<const E>(in), std::span<E>(got), c.algo);
-      for (int r = 0; r < n; ++r)
-        for (std::size_t i = 0; i < m; ++i) want.push_back(val(r, i));
+      fill(in_buf, m, true, me);
+      blank(got_buf, m * n, true);
+      comm.allgather(in = in_buf.span, got = got_buf.span, c.algo);
+      for (int r = 0; r < n; ++r) want_values(m, r);
       break;
     case collective::barrier:
       comm.barrier();
@@ -165,6 +200,11 @@ template <class E, class Comm>
 std::string check(Comm& comm, const case_desc& c) {
   return check_all<E>(comm, c).first;
 }
+// The same on symmetric buffers (comm.allocate) wherever the lengths agree.
+template <class E, class Comm>
+std::string check_symmetric(Comm& comm, const case_desc& c) {
+  return check_all<E>(comm, c, symmetric_buffers<Comm>{&comm}).first;
+}
 
 
 
@@ -181,14 +221,18 @@ inline bool rooted(collective c) {
   return c == collective::broadcast || c == collective::reduce || c == collective::scatter || c == collective::gather;
 }
 
-// Every (collective, algorithm, op, root) combination for n ranks.
-inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0) {
+// Every (collective, algorithm, op, root) combination for n ranks: the
+// algorithms of private memory, or (`symmetric`) the direct ones and automatic.
+inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0,
+                                        bool symmetric = false) {
   std::vector<case_desc> out;
   const collective colls[] = {collective::allreduce, collective::reduce,         collective::broadcast,
                               collective::scatter,   collective::gather,         collective::reduce_scatter,
                               collective::allgather, collective::barrier};
   for (auto what : colls) {
-    std::vector<algorithm> algos = detail::offered(what);
+    std::vector<algorithm> algos;
+    for (const auto& r : detail::rows)
+      if (r.what == what && (symmetric ? r.direct : !r.symmetric_only)) algos.push_back(r.id);
     algos.push_back(algorithm::automatic);
     std::vector<op> ops = {op::sum};
     if (uses_op(what)) ops = {op::sum, op::prod, op::min, op::max, op::avg};
@@ -203,6 +247,10 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
           }
   }
   return out;
+}
+
+inline std::vector<case_desc> symmetric_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0) {
+  return all_cases(n, counts, seed, true);
 }
 
 }  // namespace rt_test

@@ -33,6 +33,7 @@
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/symmetric.hpp>
 #include <ringtree/transport/traced.hpp>
 #include <ringtree/tuner.hpp>
 
@@ -204,6 +205,50 @@ class communicator {
     run<collective::barrier>(c.algo);
   }
 
+  // A collective call (every rank, the same count): a buffer of `count`
+  // elements every rank can read and write where the transport can share
+  // memory (threads; processes on one host; MPI ranks all on one host),
+  // plain memory otherwise. Collectives on spans inside it run the direct
+  // algorithms (algorithms/direct.hpp): peers read it instead of receiving
+  // copies. Free it on every rank (over MPI, in the same order: windows
+  // are freed collectively); nobody reads it once a call has returned.
+  template <element E>
+  symmetric_buffer<E> allocate(std::size_t count) {
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(count, sizeof(E), &bytes))
+      throw error("allocate", rank(), detail::cat(count, " elements of ", to_string(dtype_of<E>), " are more bytes than memory can hold"));
+    if (size() > 1) {  // the same count everywhere, or nothing is allocated
+      std::vector<std::uint64_t> counts(size());
+      counts[rank()] = count;
+      auto l = lane(false);
+      ring::allgather(l, std::span<std::uint64_t>(counts));
+      std::string differ;
+      for (int r = 0; r < size(); ++r)
+        if (counts[r] != counts[0]) differ += detail::cat(differ.empty() ? "" : ", ", "rank ", r, ": ", counts[r]);
+      if (!differ.empty())
+        throw error("allocate", rank(), detail::cat("every rank must allocate the same count; rank 0 asked for ", counts[0],
+                                                    ", but ", differ));
+    }
+    std::shared_ptr<detail::symmetric_region> r;
+    if constexpr (shared_memory_transport<Transport>) {
+      if (!heap_)
+        if (auto control = t_->map_shared(sizeof(detail::epoch_line)))
+          heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control));
+      if (heap_)
+        if (auto m = t_->map_shared(bytes)) r = heap_->add(std::move(*m));
+    }
+    if (!r) {  // plain memory: ranks that cannot share memory
+      r = std::make_shared<detail::symmetric_region>();
+      auto mem = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(bytes, 1)]());
+      r->rank = rank();
+      r->map.bases.assign(size(), nullptr);
+      r->map.bases[rank()] = mem.get();
+      r->map.bytes = bytes;
+      r->map.keep = mem;
+    }
+    return symmetric_buffer<E>(std::move(r), count);
+  }
+
   // Sub-communicators, like MPI_Comm_split: every rank calls it; ranks with
   // the same color form a new communicator, ordered by key (then by rank
   // here), with channels of their own, so its messages never mix with this
@@ -260,6 +305,8 @@ class communicator {
     int rank;
     std::string problem;
     std::size_t bytes;  // what automatic is asked about
+    std::optional<detail::symmetric_heap::found> at{};  // the call's span in symmetric memory, if it is there
+    std::size_t at_bytes = 0;                           // and its length
     template <class... A>
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
@@ -299,6 +346,8 @@ class communicator {
       {"op", [](const call& c) { return std::uint64_t(c.o); }, [](std::uint64_t v) { return std::string(to_string(op(v))); }},
       {"root", [](const call& c) { return std::uint64_t(std::int64_t(c.root)); }, [](std::uint64_t v) { return std::to_string(std::int64_t(v)); }},
       {"algorithm", [](const call& c) { return std::uint64_t(c.algo); }, [](std::uint64_t v) { return std::string(to_string(algorithm(v))); }},
+      {"symmetric buffer", [](const call& c) { return c.at ? c.at->region->id : std::uint64_t{0}; },
+       [](std::uint64_t v) { return v == 0 ? std::string("none (private memory)") : detail::cat("number ", v); }},
       {"argument check", [](const call& c) { return std::uint64_t(c.problem.empty() ? 0 : 1); }, number},
   };
 
@@ -317,15 +366,19 @@ class communicator {
   }
 
   // `elems`: how many elements the call's size is, checked to fit in bytes.
-  template <class E>
-  call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems) {
+  // `sym`: the span whose place decides whether the call runs on
+  // symmetric memory (each collective names one that every rank passes).
+  template <class E, class S = const E>
+  call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems, std::span<S> sym = {}) {
     call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
     c.bytes = c.template require_fits<E>(elems);
+    if (heap_ && sym.data() != nullptr)
+      if ((c.at = heap_->find(sym.data(), sym.size_bytes()))) c.at_bytes = sym.size_bytes();
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
-    if (a != algorithm::automatic && !detail::offers(what, a, {size(), c.bytes, detail::memory_kind_of<Transport>()})) {
-      const placement at{size(), c.bytes, detail::memory_kind_of<Transport>()};  // the message is built only when needed
+    if (a != algorithm::automatic && !detail::offers(what, a, {size(), c.bytes, detail::memory_kind_of<Transport>(), c.at.has_value()})) {
+      const placement at{size(), c.bytes, detail::memory_kind_of<Transport>(), c.at.has_value()};  // the message is built only when needed
       c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
                 size(), " ranks (available: ", detail::offered_names(what, &at), ")");
     }
@@ -338,7 +391,25 @@ class communicator {
   void finish(call& c) {
     if (opt_.checked && size() > 1) compare(c, std::string(to_string(C)));
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
-    if (c.algo == algorithm::automatic) c.algo = pick<C>(c.bytes);
+    if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
+  }
+
+  // What automatic runs for C on `bytes` of symmetric memory: a direct row
+  // (the user's RINGTREE_ALGO or option first, where offered there).
+  // All-reduce: one-shot reads n-1 whole buffers with two synchronisations,
+  // two-shot 2(n-1)/n of one with three; one-shot wins while the buffers
+  // are small (bench/RESULTS.md, "Symmetric buffers").
+  static constexpr std::size_t one_shot_direct_bytes = std::size_t{64} << 10;  // read from all peers together
+  template <collective C>
+  algorithm pick_direct(std::size_t bytes) {
+    const placement at{size(), bytes, detail::memory_kind_of<Transport>(), true};
+    if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
+    if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
+    if constexpr (C == collective::allreduce)
+      return bytes * static_cast<std::size_t>(size() - 1) <= one_shot_direct_bytes ? algorithm::one_shot : algorithm::two_shot;
+    for (const auto& r : detail::rows)
+      if (r.what == C && r.direct && r.offered(at)) return r.id;
+    return pick<C>(bytes);  // no direct row: the usual choice
   }
 
   // What automatic runs for C on `bytes` (see choose).
@@ -390,14 +461,47 @@ class communicator {
     }
   }
 
-  // Runs algorithm a's row of collective C on the arguments.
+  // Runs algorithm a's row of collective C on the arguments: over the
+  // transport, or, for a call on symmetric memory (`at`) and a row that
+  // can, by direct reads through a symmetric_window.
   template <collective C, class... A>
   void run(algorithm a, A&&... args) {
+    run_at<C>(a, nullptr, 0, 0, args...);
+  }
+  template <collective C, class... A>
+  void run(const call& c, A&&... args) {
+    // what the peers' lines must match: collective, algorithm, op, root, type
+    const std::uint64_t what = std::uint64_t(C) | std::uint64_t(c.algo) << 8 | std::uint64_t(c.o) << 16 |
+                               std::uint64_t(std::uint32_t(c.root + 1)) << 24 | std::uint64_t(c.type) << 56;
+    run_at<C>(c.algo, c.at ? &*c.at : nullptr, c.at_bytes, what, args...);
+  }
+  template <collective C, class... A>
+  void run_at(algorithm a, const detail::symmetric_heap::found* at, std::size_t at_bytes, std::uint64_t what, A&&... args) {
     if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
-    auto l = lane();
-    if (!detail::algorithm_table::run<C>(a, [&](auto row) { row.run(l, opt_.chunks, args...); }))
+    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row(row, at, at_bytes, what, args...); }))
       throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
   }
+  template <class Row, class... A>
+  void run_row(Row row, const detail::symmetric_heap::found* at, std::size_t at_bytes, std::uint64_t what, A&... args) {
+    using window = symmetric_window<decltype(memory())>;
+    const char* name = to_string(Row::what).data();
+    if constexpr (Row::direct && requires(window& w, const chunk_sizes& ch, A&... xs) { Row::run(w, ch, xs...); }) {
+      if (at != nullptr) {
+        window w(*heap_, name, *at, at_bytes, what, heap_->next_call(), memory());
+        try {
+          row.run(w, opt_.chunks, args...);
+        } catch (const std::exception& e) {
+          heap_->fail(e.what());  // peers waiting on this rank raise at once
+          throw;
+        }
+        return;
+      }
+    }
+    auto l = lane();
+    if constexpr (requires(decltype(l)& t, const chunk_sizes& ch, A&... xs) { Row::run(t, ch, xs...); }) row.run(l, opt_.chunks, args...);
+    else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
+  }
+
 
   // `reduction(span, op)` reduces in place (on any element type); then avg
   // is finished on the part `kept(span)` this rank keeps. Integer avg is
@@ -547,6 +651,7 @@ class communicator {
   std::unique_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<detail::tuning_table> tuning_;
+  std::unique_ptr<detail::symmetric_heap> heap_;  // symmetric memory: made by the first allocate
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
 
@@ -557,23 +662,28 @@ class communicator {
 template <transport Transport>
 template <element E>
 void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E> out, op o, algorithm a) {
-  call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size());
+  call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size(), out);
   c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
   c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
   finish<collective::allreduce>(c);
   memory().copy(out, in);
   if (out.empty()) return;
-  reduce_and_average(out, o, [&](auto data, op ro) { run<collective::allreduce>(c.algo, data, ro); },
-                     [](auto data) { return data; });
+  // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)
+  const algorithm for_scratch =
+      detail::find_row(collective::allreduce, c.algo)->symmetric_only ? pick<collective::allreduce>(c.bytes) : c.algo;
+  reduce_and_average(out, o, [&](auto data, op ro) {
+        if (static_cast<const void*>(data.data()) == out.data()) run<collective::allreduce>(c, data, ro);
+        else run<collective::allreduce>(for_scratch, data, ro);
+      }, [](auto data) { return data; });
 }
 
 template <transport Transport>
 template <element E>
 void communicator<Transport>::broadcast_impl(std::span<E> data, int root, algorithm a) {
-  call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size());
+  call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size(), data);
   finish<collective::broadcast>(c);
   if (data.empty()) return;
-  run<collective::broadcast>(c.algo, data, root);
+  run<collective::broadcast>(c, data, root);
 }
 
 template <transport Transport>
@@ -601,36 +711,43 @@ void communicator<Transport>::reduce_impl(std::span<const E> in, std::span<E> ou
 template <transport Transport>
 template <element E>
 void communicator<Transport>::scatter_impl(std::span<const E> in, std::span<E> out, int root, algorithm a) {
-  call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size());
+  call c = start<E>(collective::scatter, out.size(), op::sum, root, a, out.size(), out);
   if (rank() == root) {
     c.template require_blocks<E>("in", in.size(), " on the root", "out", out.size(), size());
     c.require(!overlap(in, out), "in and out overlap");
   }
   finish<collective::scatter>(c);
-  run<collective::scatter>(c.algo, in, out, root);
+  run<collective::scatter>(c, in, out, root);
 }
 
 template <transport Transport>
 template <element E>
 void communicator<Transport>::gather_impl(std::span<const E> in, std::span<E> out, int root, algorithm a) {
-  call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size());
+  call c = start<E>(collective::gather, in.size(), op::sum, root, a, in.size(), in);
   if (rank() == root) {
     c.template require_blocks<E>("out", out.size(), " on the root", "in", in.size(), size());
     c.require(!overlap(in, out), "in and out overlap");
   }
   finish<collective::gather>(c);
-  run<collective::gather>(c.algo, in, out, root);
+  run<collective::gather>(c, in, out, root);
 }
 
 template <transport Transport>
 template <element E>
 void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::span<E> out, op o, algorithm a) {
-  call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size());
+  call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size(), in);
   c.template require_blocks<E>("in", in.size(), "", "out", out.size(), size());
   c.require(!overlap(in, out), "in and out overlap");
   finish<collective::reduce_scatter>(c);
   if (out.empty()) return;
   auto mem = memory();
+  const bool exact_avg = std::integral<E> && o == op::avg;  // split into sums on scratch (reduce_and_average)
+  if (c.at && size() > 1 && detail::find_row(collective::reduce_scatter, c.algo)->direct && !exact_avg) {  // peers read `in` where it is
+    run<collective::reduce_scatter>(c, in, out, o);
+    if (o == op::avg) mem.average(out, size());
+    return;
+  }
+  if (detail::find_row(collective::reduce_scatter, c.algo)->symmetric_only) c.algo = pick<collective::reduce_scatter>(c.bytes);
   auto work = mem.template scratch<E>(in.size());
   mem.copy(work.span(), in);
   auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
@@ -641,7 +758,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
 template <transport Transport>
 template <element E>
 void communicator<Transport>::allgather_impl(std::span<const E> in, std::span<E> out, algorithm a) {
-  call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size());
+  call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size(), out);
   const bool sized = detail::product_of(in.size(), size()) == out.size();
   c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
   c.template require_fits<E>(out.size());
@@ -654,7 +771,7 @@ void communicator<Transport>::allgather_impl(std::span<const E> in, std::span<E>
   if (sized) c.require(in_place || !overlap(in, out), "in overlaps out but is not out's block ", rank());
   finish<collective::allgather>(c);
   memory().copy(out.subspan(at, in.size()), in);
-  run<collective::allgather>(c.algo, out);
+  run<collective::allgather>(c, out);
 }
 
 template <transport Transport>

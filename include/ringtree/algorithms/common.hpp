@@ -21,7 +21,8 @@ namespace ringtree {
 
 // Every algorithm any collective offers; table.hpp says which collective
 // offers which, and how each is spelled.
-enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather, one_shot, dissemination };
+enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather, one_shot, dissemination,
+                       two_shot, direct };
 
 enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier };
 inline constexpr collective all_collectives[] = {collective::allreduce, collective::broadcast,      collective::reduce,
@@ -40,6 +41,7 @@ struct chunk_sizes {
   std::size_t ring_chunk_bytes = std::size_t{1} << 19;  // overlap reduce with the next receive
   std::size_t tree_chunk_bytes = std::size_t{1} << 16;  // keep every tree level busy
   std::size_t chain_chunk_bytes = std::size_t{1} << 18; // pipelined chain broadcast
+  std::size_t direct_chunk_bytes = std::size_t{1} << 18; // a reader of symmetric memory follows its writer
 };
 
 // What one call costs in the cost model's units (tuner.hpp).
@@ -55,6 +57,7 @@ struct placement {
   int ranks;
   std::size_t bytes;  // what the call moves (see tuner.hpp)
   memory_kind memory;
+  bool symmetric = false;  // the call's buffers lie in symmetric memory (transport/symmetric.hpp)
 };
 
 // What a row's cost counts depend on besides the buffer size: the rank
@@ -86,6 +89,8 @@ struct row {
   static constexpr collective what = C;
   static constexpr algorithm id = A;
   static constexpr bool offered(const placement&) noexcept { return true; }
+  static constexpr bool direct = false;          // true: runs on a symmetric_window (algorithms/direct.hpp) too
+  static constexpr bool symmetric_only = false;  // true: offered only on symmetric memory
 };
 
 // Rank i's block when `count` elements are dealt to n ranks: the first

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ringtree/algorithms/common.hpp>
+#include <ringtree/algorithms/direct.hpp>
 
 namespace ringtree::one_shot {
 
@@ -35,9 +36,11 @@ void allreduce(T& t, std::span<E> data, op o) {
 // The row of the algorithm table (table.hpp). Offered while what one rank
 // receives, (n-1) buffers, stays within 64 MiB: beyond that its traffic
 // alone (n-1 times the buffer, where the ring moves 2) rules it out, and
-// its scratch would be as large.
+// its scratch would be as large. On symmetric memory it reads the peers'
+// buffers directly instead (direct.hpp).
 struct allreduce_row : detail::row<collective::allreduce, algorithm::one_shot> {
   static constexpr std::string_view name = "one_shot";
+  static constexpr bool direct = true;
   static constexpr std::size_t max_received_bytes = std::size_t{64} << 20;
   static constexpr bool offered(const placement& p) noexcept {
     return p.bytes <= max_received_bytes / static_cast<std::size_t>(std::max(1, p.ranks - 1));
@@ -47,6 +50,9 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::one_shot> {
   }
   template <transport T, class E>
   static void run(T& t, const chunk_sizes&, std::span<E> data, op o) { allreduce(t, data, o); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<E> data, op o) { direct::allreduce_one_shot(w, data, o); }
 };
 
 }  // namespace ringtree::one_shot

@@ -17,6 +17,7 @@
 #include <array>
 
 #include <ringtree/algorithms/barrier.hpp>
+#include <ringtree/algorithms/direct.hpp>
 #include <ringtree/algorithms/one_shot.hpp>
 #include <ringtree/algorithms/rabenseifner.hpp>
 #include <ringtree/algorithms/recursive_doubling.hpp>
@@ -53,13 +54,14 @@ struct row_list {
 // Rows of one collective are listed in order of preference on a tie.
 using algorithm_table = row_list<
     ring::allreduce_row, tree::allreduce_row, recursive_doubling::allreduce_row, rabenseifner::allreduce_row,
-    one_shot::allreduce_row,
+    one_shot::allreduce_row, direct::allreduce_row,
     ring::broadcast_row, tree::broadcast_row, tree::binomial_broadcast_row, scatter_allgather::broadcast_row,
+    direct::broadcast_row,
     ring::reduce_row, tree::reduce_row, tree::binomial_reduce_row,
-    linear::scatter_row, binomial::scatter_row,
-    linear::gather_row, binomial::gather_row,
-    ring::reduce_scatter_row,
-    ring::allgather_row,
+    linear::scatter_row, binomial::scatter_row, direct::scatter_row,
+    linear::gather_row, binomial::gather_row, direct::gather_row,
+    ring::reduce_scatter_row, direct::reduce_scatter_row,
+    ring::allgather_row, direct::allgather_row,
     dissemination::barrier_row>;
 
 // The table's rows as values, for the questions asked at run time.
@@ -69,10 +71,12 @@ struct row_info {
   std::string_view name;
   bool (*offered)(const placement&) noexcept;
   cost_counts (*counts)(const shape&, double) noexcept;
+  bool direct;          // runs on symmetric memory by direct reads
+  bool symmetric_only;  // and only there
 };
 template <class... Rows>
 constexpr auto infos(row_list<Rows...>) {
-  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts}...};
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::symmetric_only}...};
 }
 inline constexpr auto rows = infos(algorithm_table{});
 
@@ -119,11 +123,17 @@ constexpr bool offers(collective c, algorithm a, const placement& p) noexcept {
   return r != nullptr && r->offered(p);
 }
 
+// Whether row r counts for collective c: offered at p, or, without p,
+// offered somewhere on private memory (not a symmetric-only row).
+constexpr bool counts_for(const row_info& r, collective c, const placement* p) noexcept {
+  return r.what == c && (p == nullptr ? !r.symmetric_only : r.offered(*p));
+}
+
 // The algorithms of c (those offered at p, if given), in the table's order.
 inline std::vector<algorithm> offered(collective c, const placement* p = nullptr) {
   std::vector<algorithm> v;
   for (const auto& r : rows)
-    if (r.what == c && (p == nullptr || r.offered(*p))) v.push_back(r.id);
+    if (counts_for(r, c, p)) v.push_back(r.id);
   return v;
 }
 
@@ -131,7 +141,7 @@ inline std::vector<algorithm> offered(collective c, const placement* p = nullptr
 inline std::string offered_names(collective c, const placement* p = nullptr) {
   std::string s;
   for (const auto& r : rows)
-    if (r.what == c && (p == nullptr || r.offered(*p))) s += (s.empty() ? "" : ", ") + std::string(r.name);
+    if (counts_for(r, c, p)) s += (s.empty() ? "" : ", ") + std::string(r.name);
   return s;
 }
 

@@ -8,6 +8,7 @@
 // every waiter with an error naming it. After a failed wait a rank's
 // transport is broken: every later call raises, naming the first failure
 // (its unfinished sends were taken back, its receives copy nothing).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -23,6 +26,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree {
@@ -113,6 +117,12 @@ class local_transport {
   // own (communicator::split calls it on every rank; `members` are this
   // transport's ranks in the new order, `index` this rank's place).
   std::unique_ptr<local_transport> split(int color, int key, std::span<const int> members, int index);
+
+  // Symmetric memory (shared_mapping.hpp), a collective call: each rank's
+  // region comes from the heap, first touched by its owner; every rank
+  // holds a reference to every region, so none is freed while a peer that
+  // failed half-way may still read it.
+  std::optional<shared_mapping> map_shared(std::size_t bytes);
 
   // Why the transport is broken ("" while it works).
   const std::string& failure() const noexcept { return broken_; }
@@ -299,6 +309,34 @@ inline void local_transport::wait_pending(request& r) {
   lk.lock();
   msg->done = true;
   c.cv.notify_all();
+}
+
+inline std::optional<shared_mapping> local_transport::map_shared(std::size_t bytes) {
+  check_usable("allocate");
+  const int n = size();
+  constexpr std::size_t page = 4096;
+  const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
+  using region = std::shared_ptr<std::byte>;
+  region mine(static_cast<std::byte*>(::operator new(len, std::align_val_t{page})),
+              [](std::byte* p) { ::operator delete(p, std::align_val_t{page}); });
+  std::memset(mine.get(), 0, len);
+  // Each rank copies every peer's reference; the second exchange keeps
+  // `mine` alive until they all have.
+  const auto where = reinterpret_cast<std::uintptr_t>(&mine);
+  std::vector<std::uintptr_t> all(n);
+  detail::exchange_all(*this, std::as_bytes(std::span(&where, 1)), std::as_writable_bytes(std::span(all)));
+  auto views = std::make_shared<std::vector<region>>(n);
+  for (int q = 0; q < n; ++q) (*views)[q] = *reinterpret_cast<const region*>(all[q]);
+  const std::byte copied{1};
+  std::vector<std::byte> acks(n);
+  detail::exchange_all(*this, std::span(&copied, 1), std::span(acks));
+  shared_mapping m;
+  for (auto& v : *views) m.bases.push_back(v.get());
+  m.bytes = len;
+  m.keep = views;
+  m.peer_problem = [w = world_, ctx = ctx_](int peer) { return w->gone(ctx->world_rank[peer]); };
+  m.timeout = world_->timeout_;
+  return m;
 }
 
 // The first member makes the new context and tells the others its number.

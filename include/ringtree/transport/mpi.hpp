@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
@@ -42,6 +43,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree {
@@ -231,6 +233,65 @@ class mpi_transport {
     auto t = std::make_unique<mpi_transport>(part, opt_);
     MPI_Comm_free(&part);
     return t;
+  }
+
+  // Symmetric memory (shared_mapping.hpp), a collective call: an MPI-3
+  // shared window (MPI_Win_allocate_shared) when every rank of the
+  // communicator is on this host; nothing when they are not (symmetric
+  // buffers are then plain memory and the usual algorithms run). Freed by
+  // MPI_Win_free, collective like every window's: free symmetric buffers
+  // in the same order on every rank.
+  std::optional<shared_mapping> map_shared(std::size_t bytes) {
+    check_usable("allocate");
+    MPI_Comm local = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+    int local_size = 0, all_here = 0;
+    MPI_Comm_size(local, &local_size);
+    const int here = local_size == size_ ? 1 : 0;
+    check(MPI_Allreduce(&here, &all_here, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+    if (!all_here) {
+      MPI_Comm_free(&local);
+      return std::nullopt;
+    }
+    constexpr std::size_t page = 4096;
+    const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each rank's region on its own pages
+    void* base = nullptr;
+    MPI_Win win = MPI_WIN_NULL;
+    const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(len), 1, info, local, &base, &win);
+    MPI_Info_free(&info);
+    if (rc != MPI_SUCCESS) {
+      MPI_Comm_free(&local);
+      check(rc, "MPI_Win_allocate_shared");
+    }
+    std::memset(base, 0, len);  // the owner touches its pages first
+    struct window {
+      MPI_Win win;
+      MPI_Comm comm;
+      ~window() {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (finalized) return;
+        MPI_Win_free(&win);
+        MPI_Comm_free(&comm);
+      }
+    };
+    auto keep = std::make_shared<window>(window{win, local});
+    shared_mapping m;
+    for (int q = 0; q < size_; ++q) {  // ranks of `local` are ours: split with key = rank
+      MPI_Aint got = 0;
+      int unit = 0;
+      void* at = nullptr;
+      check(MPI_Win_shared_query(win, q, &got, &unit, &at), "MPI_Win_shared_query");
+      m.bases.push_back(static_cast<std::byte*>(at));
+    }
+    m.bytes = len;
+    m.keep = keep;
+    m.peer_problem = [](int) { return std::string(); };  // MPI cannot tell; the timeout does
+    m.timeout = *opt_.timeout;
+    return m;
   }
 
   // Collectives on a background thread (grad_sync) while the program's own

@@ -1,0 +1,197 @@
+#pragma once
+// Direct algorithms, for spans inside symmetric buffers (comm.allocate):
+// every rank reads (or, for scatter, writes) its peers' memory itself, so
+// each byte is copied once, with no staging and no messages. They are
+// written against symmetric_window (transport/symmetric.hpp) as the others
+// are against the transport concept: publish my span, read the peers',
+// say when a part of mine is written, say when I read nobody any more.
+// The window's memory object copies and reduces, so host and device
+// memory share the schedule.
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include <ringtree/algorithms/common.hpp>
+
+namespace ringtree::direct {
+
+// Elements per step of a part that readers take while its writer still
+// works on the rest: chunk_bytes, or more where that would make too many steps.
+constexpr std::size_t step_elems(std::size_t part, std::size_t chunk_bytes, std::size_t elem) noexcept {
+  return std::max(detail::chunk_elems(chunk_bytes, elem), (part + 1023) / 1024);
+}
+
+// One-shot: every rank folds all n spans in rank order, x0 op x1 op ...
+// op x(n-1), the same expression everywhere (so the same bits), into
+// scratch; it may overwrite its own span only once nobody reads it.
+// One read of every peer's buffer: for small buffers.
+template <class W, class E>
+void allreduce_one_shot(W& w, std::span<E> data, op o) {
+  const auto& mem = w.memory();
+  w.publish();
+  auto acc = mem.template scratch<E>(data.size());
+  mem.copy(acc.span(), std::span<const E>(w.template peer<E>(0)));
+  for (int k = 1; k < w.size(); ++k) mem.reduce(o, acc.span(), std::span<const E>(w.template peer<E>(k)));
+  w.done();
+  w.wait_all_done();
+  mem.copy(data, std::span<const E>(acc.span()));
+}
+
+// Two-shot: rank r reduces block r of all n spans into its own span (one
+// rank computes each block, so every rank ends with the same bits), then
+// every rank copies the other blocks out of their owners' spans, step by
+// step as the owners finish them. Each rank reads 2(n-1)/n of the buffer:
+// the bandwidth optimum, with no copy through staging.
+template <class W, class E>
+void allreduce_two_shot(W& w, std::span<E> data, op o, std::size_t chunk_bytes) {
+  const auto& mem = w.memory();
+  const int n = w.size(), r = w.rank();
+  const std::size_t m = data.size();
+  const std::size_t step = step_elems(detail::block(m, n, 0).size, chunk_bytes, sizeof(E));
+  const std::size_t steps = detail::chunk_count(detail::block(m, n, 0).size, step);  // the same on every rank
+  w.publish();
+  std::vector<std::span<E>> from(n);
+  for (int q = 0; q < n; ++q) from[q] = w.template peer<E>(q);
+  auto part = [&](int owner, std::size_t j) {  // step j of block `owner`: [begin, begin + size)
+    const auto b = detail::block(m, n, owner);
+    const std::size_t at = std::min(j * step, b.size);
+    return detail::range{b.begin + at, std::min(step, b.size - at)};
+  };
+  for (std::size_t j = 0; j < steps; ++j) {
+    const auto p = part(r, j);
+    for (int k = 1; k < n; ++k) {
+      const int q = (r + k) % n;
+      mem.reduce(o, data.subspan(p.begin, p.size), std::span<const E>(from[q].subspan(p.begin, p.size)));
+    }
+    w.step(j);
+  }
+  for (int k = 1; k < n; ++k) {
+    const int q = (r + k) % n;  // readers spread over the owners
+    for (std::size_t j = 0; j < steps; ++j) {
+      const auto p = part(q, j);
+      if (p.size == 0) break;
+      w.wait_step(q, j);
+      mem.copy(data.subspan(p.begin, p.size), std::span<const E>(from[q].subspan(p.begin, p.size)));
+    }
+  }
+  w.done();
+  w.wait_all_done();
+}
+
+// Broadcast: every rank copies the root's span.
+template <class W, class E>
+void broadcast(W& w, std::span<E> data, int root) {
+  w.publish();
+  if (w.rank() != root) w.memory().copy(data, std::span<const E>(w.template peer<E>(root)));
+  w.done();
+  if (w.rank() == root) w.wait_all_done();
+}
+
+// Scatter: `out` is symmetric on every rank; the root writes block q of
+// its `in` (any memory) straight into rank q's `out`.
+template <class W, class E>
+void scatter(W& w, std::span<const E> in, std::span<E> out, int root) {
+  const std::size_t m = out.size();
+  w.publish();
+  if (w.rank() == root)
+    for (int q = 0; q < w.size(); ++q) w.memory().copy(w.template peer<E>(q), in.subspan(q * m, m));
+  w.done();
+  if (w.rank() != root) w.wait_done(root);
+}
+
+// Gather: `in` is symmetric on every rank; the root reads each rank's
+// `in` straight into block q of its `out` (any memory).
+template <class W, class E>
+void gather(W& w, std::span<const E> in, std::span<E> out, int root) {
+  const std::size_t m = in.size();
+  w.publish();
+  if (w.rank() == root)
+    for (int q = 0; q < w.size(); ++q) w.memory().copy(out.subspan(q * m, m), std::span<const E>(w.template peer<const E>(q)));
+  w.done();
+  if (w.rank() != root) w.wait_done(root);
+}
+
+// All-gather: `out` is symmetric, its block rank() already holds this
+// rank's contribution; every rank copies block q out of rank q's `out`.
+template <class W, class E>
+void allgather(W& w, std::span<E> out) {
+  const int n = w.size(), r = w.rank();
+  const std::size_t m = out.size() / n;
+  w.publish();
+  for (int k = 1; k < n; ++k) {
+    const int q = (r + k) % n;
+    w.memory().copy(out.subspan(q * m, m), std::span<const E>(w.template peer<E>(q).subspan(q * m, m)));
+  }
+  w.done();
+  w.wait_all_done();
+}
+
+// Reduce-scatter: `in` is symmetric on every rank; rank r folds block r of
+// every rank's `in`, in rank order, into its `out` (any memory).
+template <class W, class E>
+void reduce_scatter(W& w, std::span<const E> in, std::span<E> out, op o) {
+  const int n = w.size(), r = w.rank();
+  const std::size_t m = out.size();
+  (void)in;  // this rank's is peer(r)
+  w.publish();
+  w.memory().copy(out, w.template peer<const E>(0).subspan(r * m, m));
+  for (int k = 1; k < n; ++k) w.memory().reduce(o, out, w.template peer<const E>(k).subspan(r * m, m));
+  w.done();
+  w.wait_all_done();
+}
+
+// Rows of the algorithm table: offered only on symmetric memory. Counts:
+// synchronisations as steps, the most bytes one rank reads or writes.
+template <collective C>
+struct direct_row : detail::row<C, algorithm::direct> {
+  static constexpr std::string_view name = "direct";
+  static constexpr bool direct = true, symmetric_only = true;
+  static constexpr bool offered(const placement& p) noexcept { return p.symmetric; }
+};
+
+struct allreduce_row : detail::row<collective::allreduce, algorithm::two_shot> {
+  static constexpr std::string_view name = "two_shot";
+  static constexpr bool direct = true, symmetric_only = true;
+  static constexpr bool offered(const placement& p) noexcept { return p.symmetric; }
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    return s.uniform(3, 2 * (s.n - 1) * B / s.n, (s.n - 1) * B / s.n, B / s.n);
+  }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes& c, std::span<E> data, op o) { allreduce_two_shot(w, data, o, c.direct_chunk_bytes); }
+};
+struct broadcast_row : direct_row<collective::broadcast> {
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, B, 0, B); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<E> data, int root) { broadcast(w, data, root); }
+};
+struct scatter_row : direct_row<collective::scatter> {
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { scatter(w, in, out, root); }
+};
+struct gather_row : direct_row<collective::gather> {
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { gather(w, in, out, root); }
+};
+struct allgather_row : direct_row<collective::allgather> {
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<E> out) { allgather(w, out); }
+};
+struct reduce_scatter_row : direct_row<collective::reduce_scatter> {
+  static constexpr cost_counts counts(const shape& s, double B) noexcept {
+    return s.uniform(2, (s.n - 1) * B / s.n, (s.n - 1) * B / s.n, B / s.n);
+  }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, op o) { reduce_scatter(w, in, out, o); }
+};
+
+}  // namespace ringtree::direct

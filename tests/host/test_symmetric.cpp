@@ -1,0 +1,149 @@
+// Symmetric buffers (comm.allocate) and the direct algorithms on them,
+// between threads (local_world); the same checks between processes are in
+// test_shm.cpp and the MPI suite.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+
+#include "../collective_check.hpp"
+
+using namespace ringtree;
+
+namespace {
+
+void expect_none(const std::vector<std::string>& failures) {
+  for (const auto& f : failures)
+    if (!f.empty()) FAIL_CHECK(f);
+}
+
+template <class... Es>
+std::vector<std::string> run_symmetric(int n, const std::vector<std::size_t>& counts, communicator_options opt) {
+  std::vector<std::string> failures(n);
+  local_world world(n);
+  const auto cases = rt_test::symmetric_cases(n, counts);
+  world.run([&](local_transport& t) {
+    communicator comm(t, opt);
+    for (const auto& c : cases) {
+      std::string f[] = {rt_test::check_symmetric<Es>(comm, c)...};
+      for (auto& x : f)
+        if (failures[t.rank()].empty()) failures[t.rank()] = x;
+    }
+  });
+  return failures;
+}
+
+communicator_options small_steps() {
+  communicator_options o;
+  o.checked = true;
+  o.chunks.direct_chunk_bytes = 64;  // two-shot in many steps even at small counts
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("symmetric buffers: every direct algorithm matches the reference at 1..16 ranks") {
+  for (int n = 1; n <= rt_test::max_ranks(16); ++n) {
+    CAPTURE(n);
+    expect_none(run_symmetric<float, std::int32_t, half, std::uint8_t>(n, rt_test::edge_counts(n), small_steps()));
+  }
+}
+
+TEST_CASE("symmetric buffers: the other element types, and default steps with large buffers") {
+  for (int n : {3, 5}) {
+    CAPTURE(n);
+    expect_none(run_symmetric<double, std::int64_t, bfloat16, std::int8_t, std::int16_t, std::uint16_t, std::uint32_t,
+                              std::uint64_t>(n, {0, 1, 7, 200}, small_steps()));
+  }
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    expect_none(run_symmetric<float>(n, {300'001}, communicator_options{}));
+  }
+}
+
+TEST_CASE("symmetric buffers: allreduce is bitwise identical on every rank, one-shot and two-shot") {
+  for (int n : {2, 3, 7}) {
+    CAPTURE(n);
+    const std::size_t count = 10'007;
+    std::vector<std::vector<float>> got(n);
+    local_world(n).run([&](local_transport& t) {
+      communicator comm(t, small_steps());
+      auto buf = comm.allocate<float>(count);
+      CHECK(buf.shared());
+      for (algorithm a : {algorithm::one_shot, algorithm::two_shot}) {
+        std::uint32_t x = 12345u + 77u * t.rank();
+        for (auto& v : buf) {  // values whose sums round differently in different orders
+          x = x * 1664525u + 1013904223u;
+          v = static_cast<float>(x) / 4294967296.0f * 1e3f + 1e-3f * static_cast<float>(x % 97);
+        }
+        comm.allreduce(buf, op::sum, a);
+        got[t.rank()].assign(buf.begin(), buf.end());
+        comm.barrier();
+        for (int r = 1; r < n; ++r) CHECK(std::memcmp(got[r].data(), got[0].data(), count * sizeof(float)) == 0);
+        comm.barrier();
+      }
+    });
+  }
+}
+
+TEST_CASE("symmetric buffers: spans inside a buffer, automatic, and the plain algorithms on it") {
+  local_world(4).run([](local_transport& t) {
+    communicator comm(t, communicator_options{.checked = true});
+    auto buf = comm.allocate<int>(1000);
+    CHECK(buf.size() == 1000);
+    CHECK(buf.data() == buf.span().data());
+    auto part = buf.span().subspan(100, 301);  // any span inside the buffer
+    for (algorithm a : {algorithm::automatic, algorithm::ring, algorithm::tree, algorithm::two_shot}) {
+      for (auto& v : part) v = t.rank() + 1;
+      comm.allreduce(part, op::sum, a);
+      for (int v : part) CHECK(v == 10);
+    }
+    // a private buffer cannot run a symmetric-only row
+    std::vector<int> priv(10, 1);
+    CHECK_THROWS_WITH_AS(comm.allreduce(priv, op::sum, algorithm::two_shot),
+                         doctest::Contains("algorithm two_shot is not available for allreduce"), error);
+  });
+}
+
+TEST_CASE("symmetric buffers: mismatched calls raise instead of reading the wrong memory") {
+  SUBCASE("different counts to allocate") {
+    local_world(3).run([](local_transport& t) {
+      communicator comm(t);
+      CHECK_THROWS_WITH_AS(comm.allocate<float>(t.rank() == 2 ? 5 : 4),
+                           doctest::Contains("every rank must allocate the same count; rank 0 asked for 4, but rank 2: 5"), error);
+    });
+  }
+  SUBCASE("checked mode names a rank that passed private memory") {
+    local_world(3).run([](local_transport& t) {
+      communicator comm(t, communicator_options{.checked = true});
+      auto buf = comm.allocate<float>(16);
+      std::vector<float> priv(16);
+      CHECK_THROWS_WITH_AS(comm.allreduce(t.rank() == 1 ? std::span<float>(priv) : buf.span()),
+                           doctest::Contains("differ from rank 0 in symmetric buffer"), error);
+    });
+  }
+  SUBCASE("different spans of the buffer are caught by the epoch lines, unchecked") {
+    local_world(2).run([](local_transport& t) {
+      communicator comm(t);
+      auto buf = comm.allocate<float>(64);
+      CHECK_THROWS_WITH_AS(comm.allreduce(buf.span().first(t.rank() == 0 ? 16 : 32), op::sum, algorithm::one_shot),
+                           doctest::Contains("called a different collective on symmetric memory"), error);
+    });
+  }
+}
+
+TEST_CASE("symmetric buffers: a rank that fails is named by the ranks that wait for it, at once") {
+  local_world world(3, std::chrono::seconds(30));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(world.run([](local_transport& t) {
+    communicator comm(t);
+    auto buf = comm.allocate<float>(1 << 16);
+    comm.allreduce(buf);
+    if (t.rank() == 2) throw error("test", 2, "rank 2 gives up");
+    comm.allreduce(buf);  // the others wait for rank 2 here
+  }), doctest::Contains("rank 2"), error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+}
