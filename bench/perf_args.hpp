@@ -20,7 +20,7 @@ struct options {
   std::size_t min_bytes = 8, max_bytes = std::size_t{64} << 20;
   double factor = 2;
   std::vector<collective> collectives = {collective::allreduce};
-  std::vector<std::string> algos = {"ring", "tree", "automatic", "mpi"};
+  std::vector<std::string> algos = {"ring", "tree", "automatic", "mpi", "memcpy"};
   dtype type = dtype::float32;
   op redop = op::sum;
   int root = 0;
@@ -28,6 +28,7 @@ struct options {
   int rounds = 1;  // times each algorithm this many times, in turn; reports the median
   bool check = true;
   bool model = false;  // print the cost model's prediction next to each time
+  bool symmetric = false;  // ringtree's rows on buffers from comm.allocate
   std::string transport = "mpi";
   std::string csv, json, plot;
   bool help = false;
@@ -41,8 +42,12 @@ inline std::string usage() {
   -f, --stepfactor F      multiply the size by F each step (default 2)
   -o, --collective LIST   allreduce,broadcast,scatter,reduce_scatter,allgather,reduce,gather
   -a, --algo LIST         comma-separated, from: )" + algos + R"(,
-                          automatic, mpi (default ring,tree,automatic,mpi);
-                          mpi is the MPI library's own collective
+                          automatic, mpi, memcpy (default ring,tree,automatic,mpi,memcpy);
+                          mpi is the MPI library's own collective; memcpy is one
+                          core copying the same bytes (the machine's limit: a
+                          busbw of about 0.5x its busbw is copying each byte once)
+      --symmetric         run ringtree's algorithms on symmetric buffers
+                          (comm.allocate): direct algorithms, automatic picks them
   -d, --datatype TYPE     float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 half bfloat16
   -r, --redop OP          sum prod min max avg (default sum)
   -R, --root N            root of rooted collectives (default 0)
@@ -120,6 +125,7 @@ inline options parse(int argc, const char* const* argv) {
     std::string flag = argv[i], value;
     if (flag == "-h" || flag == "--help") { o.help = true; continue; }
     if (flag == "-m" || flag == "--model") { o.model = true; continue; }
+    if (flag == "--symmetric") { o.symmetric = true; continue; }
     if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -140,7 +146,7 @@ inline options parse(int argc, const char* const* argv) {
     } else if (flag == "-a" || flag == "--algo") {
       o.algos.clear();
       for (auto& a : detail_::split(value)) {
-        if (a != "mpi" && !algorithm_from_string(a)) detail_::bad("-a: unknown algorithm '" + a + "'");
+        if (a != "mpi" && a != "memcpy" && !algorithm_from_string(a)) detail_::bad("-a: unknown algorithm '" + a + "'");
         o.algos.push_back(a);
       }
     } else if (flag == "-d" || flag == "--datatype") {

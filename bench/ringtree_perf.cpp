@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -78,11 +79,12 @@ std::string human(std::size_t b) {
 }
 
 void print_header(const options& o, int n) {
-  std::printf("# ringtree-perf: %d ranks, transport %s, type %s, redop %s, root %d, warmup %d, iters %d, rounds %d, check %s\n", n,
-              o.transport.c_str(), std::string(to_string(o.type)).c_str(), std::string(to_string(o.redop)).c_str(),
-              o.root, o.warmup, o.iters, o.rounds, o.check ? "on" : "off");
+  std::printf("# ringtree-perf: %d ranks, transport %s, memory %s, type %s, redop %s, root %d, warmup %d, iters %d, rounds %d, check %s\n", n,
+              o.transport.c_str(), o.symmetric ? "symmetric" : "private", std::string(to_string(o.type)).c_str(),
+              std::string(to_string(o.redop)).c_str(), o.root, o.warmup, o.iters, o.rounds, o.check ? "on" : "off");
   std::printf("# time: mean per call of the slowest rank (the median of the rounds); algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
-              "# vs mpi = MPI's time / this time for the same size (above 1: faster than MPI)\n");
+              "# vs mpi = MPI's time / this time for the same size (above 1: faster than MPI)\n"
+              "# memcpy: one core copying the same bytes, while the other ranks wait (busbw = algbw)\n");
   if (o.model)
     std::printf("# model(us): alpha * steps + beta * bytes + gamma * reduced bytes (docs/algorithms.md)\n");
   std::printf("%-15s %10s %12s %9s %6s %5s %-28s %11s", "collective", "size", "count", "type", "redop", "root", "algo",
@@ -181,31 +183,42 @@ int run_on(Transport& t, const options& o) {
          b = std::max(b * o.factor, b + 1)) {
       const std::size_t bytes = static_cast<std::size_t>(b);
       const std::size_t m = count_for(c, bytes, sizeof(E), n);
-      std::vector<E> in(std::max<std::size_t>(1, m * n)), out(std::max<std::size_t>(1, m * n));
-      for (std::size_t i = 0; i < in.size(); ++i) in[i] = rt_test::value<E>(o.redop, me, i, 0);
+      const std::size_t len = std::max<std::size_t>(1, m * n);
+      // --symmetric: ringtree's rows on buffers every rank can read (MPI's and memcpy's on private ones)
+      std::vector<E> in_private(len), out_private(len);
+      symmetric_buffer<E> in_sym, out_sym;
+      if (o.symmetric) in_sym = comm.template allocate<E>(len), out_sym = comm.template allocate<E>(len);
+      std::span<E> in = o.symmetric ? in_sym.span() : std::span<E>(in_private);
+      std::span<E> out = o.symmetric ? out_sym.span() : std::span<E>(out_private);
+      for (std::size_t i = 0; i < len; ++i) in[i] = in_private[i] = rt_test::value<E>(o.redop, me, i, 0);
       // What runs at this size: (name, algorithm, label); then --rounds
       // rounds, each timing every one of them in turn.
       struct entry {
         std::string name, label;
         algorithm a, runs;
-        bool is_mpi;
+        bool is_mpi, is_memcpy;
         std::vector<double> us;
       };
       std::vector<entry> todo;
       const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);  // what the tuner is asked
       for (const auto& name : algos) {
-        const bool is_mpi = name == "mpi";
-        const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi": not ringtree's
+        const bool is_mpi = name == "mpi", is_memcpy = name == "memcpy";
+        const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi", "memcpy": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
-        if (!is_mpi && a != algorithm::automatic && !detail::offers(c, a, {n, in_bytes, memory_kind::host})) continue;  // not offered at this size
-        const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes) : a;
-        const std::string label = a == algorithm::automatic && !is_mpi ? name + ":" + std::string(to_string(runs)) : name;
-        todo.push_back({name, label, a, runs, is_mpi, {}});
+        const bool ours = !is_mpi && !is_memcpy;
+        if (ours && a != algorithm::automatic && !detail::offers(c, a, {n, in_bytes, memory_kind::host, o.symmetric})) continue;  // not offered here
+        const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes, o.symmetric) : a;
+        const std::string label = a == algorithm::automatic && ours ? name + ":" + std::string(to_string(runs)) : name;
+        todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}});
       }
+      auto copy_once = [&] {
+        if (me == 0 && bytes > 0) std::memcpy(out_private.data(), in_private.data(), std::min(bytes, len * sizeof(E)));
+      };
       for (int round = 0; round < o.rounds; ++round)
         for (auto& e : todo)
-          e.us.push_back(e.is_mpi ? time_us([&] { invoke<E>(mpi, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters)
-                                  : time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters));
+          e.us.push_back(e.is_mpi ? time_us([&] { invoke<E>(mpi, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a); }, o.warmup, o.iters)
+                         : e.is_memcpy ? time_us(copy_once, o.warmup, o.iters)
+                                       : time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters));
       double mpi_time = 0;
       for (auto& e : todo) {
         std::nth_element(e.us.begin(), e.us.begin() + e.us.size() / 2, e.us.end());
@@ -213,8 +226,10 @@ int run_on(Transport& t, const options& o) {
         if (e.is_mpi) mpi_time = us;
         const rt_test::case_desc cd{c, e.a, o.redop, m, o.root, 1};
         long wrong = -1;
-        if (o.check) {
-          wrong = static_cast<long>(e.is_mpi ? rt_test::check_all<E>(mpi, cd).wrong : rt_test::check_all<E>(comm, cd).wrong);
+        if (o.check && !e.is_memcpy) {
+          wrong = static_cast<long>(e.is_mpi        ? rt_test::check_all<E>(mpi, cd).wrong
+                                    : o.symmetric ? rt_test::check_all<E>(comm, cd, rt_test::symmetric_buffers<decltype(comm)>{&comm}).wrong
+                                                  : rt_test::check_all<E>(comm, cd).wrong);
           long sum = 0;
           MPI_Allreduce(&wrong, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
           wrong = sum;
@@ -222,8 +237,9 @@ int run_on(Transport& t, const options& o) {
         }
         const double algbw = us > 0 ? bytes / us / 1e3 : 0;
         row r{std::string(to_string(c)), bytes, m, std::string(to_string(dtype_of<E>)), std::string(to_string(o.redop)),
-              o.root, e.label, e.name, us, algbw, algbw * bus_factor(c, n), wrong, (mpi_time > 0 && !e.is_mpi) ? mpi_time / us : 0,
-              o.model && !e.is_mpi ? comm.model().seconds(c, e.runs, in_bytes) * 1e6 : 0};
+              o.root, e.label, e.name, us, algbw, e.is_memcpy ? algbw : algbw * bus_factor(c, n), wrong,
+              (mpi_time > 0 && !e.is_mpi && !e.is_memcpy) ? mpi_time / us : 0,
+              o.model && !e.is_mpi && !e.is_memcpy ? comm.model().seconds(c, e.runs, in_bytes) * 1e6 : 0};
         if (me == 0) print_row(r, o.model);
         rows.push_back(r);
       }

@@ -135,16 +135,18 @@ class communicator {
   // buffer; one rank's block for scatter, gather, allgather). It measures
   // the offered algorithms the first time a size bin is asked about (see
   // README, "Choosing algorithms"), unless the choice is cached.
-  algorithm choose(collective c, std::size_t bytes) {
+  // `symmetric`: for a call on symmetric memory (comm.allocate).
+  algorithm choose(collective c, std::size_t bytes, bool symmetric = false) {
+    auto by = [&]<collective C>() { return symmetric ? pick_direct<C>(bytes) : pick<C>(bytes); };
     switch (c) {  // every collective, no default
-      case collective::allreduce: return pick<collective::allreduce>(bytes);
-      case collective::broadcast: return pick<collective::broadcast>(bytes);
-      case collective::reduce: return pick<collective::reduce>(bytes);
-      case collective::scatter: return pick<collective::scatter>(bytes);
-      case collective::gather: return pick<collective::gather>(bytes);
-      case collective::reduce_scatter: return pick<collective::reduce_scatter>(bytes);
-      case collective::allgather: return pick<collective::allgather>(bytes);
-      case collective::barrier: return pick<collective::barrier>(bytes);
+      case collective::allreduce: return by.template operator()<collective::allreduce>();
+      case collective::broadcast: return by.template operator()<collective::broadcast>();
+      case collective::reduce: return by.template operator()<collective::reduce>();
+      case collective::scatter: return by.template operator()<collective::scatter>();
+      case collective::gather: return by.template operator()<collective::gather>();
+      case collective::reduce_scatter: return by.template operator()<collective::reduce_scatter>();
+      case collective::allgather: return by.template operator()<collective::allgather>();
+      case collective::barrier: return by.template operator()<collective::barrier>();
     }
     throw error("choose", rank(), "no such collective");
   }
@@ -233,7 +235,7 @@ class communicator {
     if constexpr (shared_memory_transport<Transport>) {
       if (!heap_)
         if (auto control = t_->map_shared(sizeof(detail::epoch_line)))
-          heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control));
+          heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control), detail::cores_of_all(*t_));
       if (heap_)
         if (auto m = t_->map_shared(bytes)) r = heap_->add(std::move(*m));
     }

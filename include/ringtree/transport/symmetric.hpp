@@ -65,21 +65,32 @@ struct symmetric_region {
   int rank = 0;
 };
 
-// How many cores this process may run on: more ranks than that on one
-// host means waiting ranks must give their core away at once.
-inline int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+// How many cores the ranks sharing this memory may run on between them:
+// the union of their affinity masks (each rank's own, exchanged once; a
+// launcher that binds each rank to one core gives each a mask of one).
+// More ranks than that means waiting ranks must give their core away at once.
+template <transport T>
+int cores_of_all(T& t) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()) && c < CPU_SETSIZE; ++c) CPU_SET(c, &mine);
+  std::vector<cpu_set_t> all(t.size());
+  exchange_all(t, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+  cpu_set_t any;
+  CPU_ZERO(&any);
+  for (auto& s : all) CPU_OR(&any, &any, &s);
+  return std::max(1, CPU_COUNT(&any));
 }
 
 // A communicator's symmetric memory: the control lines (one per rank) and
 // the buffers allocated so far, by id.
 class symmetric_heap {
  public:
-  symmetric_heap(int rank, int size, shared_mapping control)
-      : rank_(rank), size_(size), control_(std::move(control)),
-        spin_(size > usable_cores() ? 16 : 20000) {}
+  // `cores`: what the ranks may run on between them (cores_of_all).
+  symmetric_heap(int rank, int size, shared_mapping control, int cores)
+      : rank_(rank), size_(size), control_(std::move(control)), spin_(size > cores ? 16 : 20000) {}
+  bool oversubscribed() const noexcept { return spin_ < 20000; }
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
