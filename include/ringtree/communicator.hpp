@@ -233,9 +233,7 @@ class communicator {
     }
     std::shared_ptr<detail::symmetric_region> r;
     if constexpr (shared_memory_transport<Transport>) {
-      if (!heap_)
-        if (auto control = t_->map_shared(sizeof(detail::epoch_line)))
-          heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control), detail::cores_of_all(*t_));
+      open_heap();
       if (heap_)
         if (auto m = t_->map_shared(bytes)) r = heap_->add(std::move(*m));
     }
@@ -309,6 +307,7 @@ class communicator {
     std::size_t bytes;  // what automatic is asked about
     std::optional<detail::symmetric_heap::found> at{};  // the call's span in symmetric memory, if it is there
     std::size_t at_bytes = 0;                           // and its length
+    std::optional<detail::symmetric_heap::found> in_at{};  // an out-of-place all-reduce's symmetric input
     template <class... A>
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
@@ -393,6 +392,7 @@ class communicator {
   void finish(call& c) {
     if (opt_.checked && size() > 1) compare(c, std::string(to_string(C)));
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
+    if (size() > 1) open_heap();
     if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
   }
 
@@ -401,7 +401,7 @@ class communicator {
   // All-reduce: one-shot reads n-1 whole buffers with two synchronisations,
   // two-shot 2(n-1)/n of one with three; one-shot wins while the buffers
   // are small (bench/RESULTS.md, "Symmetric buffers").
-  static constexpr std::size_t one_shot_direct_bytes = std::size_t{64} << 10;  // read from all peers together
+  static constexpr std::size_t one_shot_direct_bytes = std::size_t{512} << 10;  // read from all peers together
   template <collective C>
   algorithm pick_direct(std::size_t bytes) {
     const placement at{size(), bytes, detail::memory_kind_of<Transport>(), true};
@@ -468,28 +468,41 @@ class communicator {
   // can, by direct reads through a symmetric_window.
   template <collective C, class... A>
   void run(algorithm a, A&&... args) {
-    run_at<C>(a, nullptr, 0, 0, args...);
+    run_at<C>(a, nullptr, nullptr, 0, 0, args...);
   }
   template <collective C, class... A>
   void run(const call& c, A&&... args) {
     // what the peers' lines must match: collective, algorithm, op, root, type
     const std::uint64_t what = std::uint64_t(C) | std::uint64_t(c.algo) << 8 | std::uint64_t(c.o) << 16 |
                                std::uint64_t(std::uint32_t(c.root + 1)) << 24 | std::uint64_t(c.type) << 56;
-    run_at<C>(c.algo, c.at ? &*c.at : nullptr, c.at_bytes, what, args...);
+    run_at<C>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, args...);
   }
   template <collective C, class... A>
-  void run_at(algorithm a, const detail::symmetric_heap::found* at, std::size_t at_bytes, std::uint64_t what, A&&... args) {
+  void run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
+              std::size_t at_bytes, std::uint64_t what, A&&... args) {
     if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
-    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row(row, at, at_bytes, what, args...); }))
+    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row(row, at, in_at, at_bytes, what, args...); }))
       throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
   }
+  template <class X, class... A>
+  static std::size_t first_span_bytes(const X& x, const A&...) noexcept {
+    if constexpr (requires { x.size_bytes(); }) return x.size_bytes();
+    else return 0;
+  }
+  static std::size_t first_span_bytes() noexcept { return 0; }
   template <class Row, class... A>
-  void run_row(Row row, const detail::symmetric_heap::found* at, std::size_t at_bytes, std::uint64_t what, A&... args) {
+  void run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
+               std::size_t at_bytes, std::uint64_t what, A&... args) {
     using window = symmetric_window<decltype(memory())>;
     const char* name = to_string(Row::what).data();
     if constexpr (Row::direct && requires(window& w, const chunk_sizes& ch, A&... xs) { Row::run(w, ch, xs...); }) {
-      if (at != nullptr) {
-        window w(*heap_, name, *at, at_bytes, what, heap_->next_call(), memory());
+      // Private memory too, for a row that stages small calls (not while
+      // tracing: the trace shows messages, and these move none).
+      const std::size_t bytes = first_span_bytes(args...);
+      const bool staged = Row::stages && heap_ && !trace_ && bytes <= window::stage_capacity;
+      if (at != nullptr || staged) {
+        if (at == nullptr) at_bytes = bytes;
+        window w(*heap_, name, at, in_at, at_bytes, what, memory());
         try {
           row.run(w, opt_.chunks, args...);
         } catch (const std::exception& e) {
@@ -643,6 +656,17 @@ class communicator {
   }
 
   void open();
+  // The shared control memory (epoch lines, staging slots) where the
+  // transport has it: made by the first allocate, or the first collective
+  // call (all ranks make it in the same call).
+  void open_heap() {
+    if constexpr (shared_memory_transport<Transport>) {
+      if (heap_tried_) return;
+      heap_tried_ = true;
+      if (auto control = t_->map_shared(detail::control_bytes))
+        heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control), detail::cores_of_all(*t_));
+    }
+  }
 
   std::unique_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
@@ -653,7 +677,8 @@ class communicator {
   std::unique_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<detail::tuning_table> tuning_;
-  std::unique_ptr<detail::symmetric_heap> heap_;  // symmetric memory: made by the first allocate
+  std::unique_ptr<detail::symmetric_heap> heap_;  // shared control memory and symmetric buffers (open_heap)
+  bool heap_tried_ = false;
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
 
@@ -668,8 +693,13 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
   c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
   c.require(in.data() == out.data() || !overlap(in, out), "in and out overlap but are not the same buffer");
   finish<collective::allreduce>(c);
-  memory().copy(out, in);
   if (out.empty()) return;
+  // Out of place on symmetric memory: the direct rows read the peers'
+  // inputs where they are, so `in` is not copied first.
+  if (c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->direct &&
+      !(std::integral<E> && o == op::avg))
+    c.in_at = heap_->find(in.data(), in.size_bytes());
+  if (!c.in_at) memory().copy(out, in);
   // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)
   const algorithm for_scratch =
       detail::find_row(collective::allreduce, c.algo)->symmetric_only ? pick<collective::allreduce>(c.bytes) : c.algo;

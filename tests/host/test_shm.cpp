@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -489,4 +491,71 @@ TEST_CASE("shm: after a timeout the transport refuses every later call, and the 
   CHECK_MESSAGE(has(res[1].text, "rank 0 (pid"), res[1].text);
   CHECK_MESSAGE(has(res[1].text, "failed or left the communicator"), res[1].text);
   CHECK(std::atof(res[1].text.c_str()) < 5);  // at once, not after its 20 s timeout
+}
+
+// ringtree's entries in /dev/shm now.
+std::set<std::string> shm_entries() {
+  std::set<std::string> s;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind("ringtree-", 0) == 0) s.insert(e.path().filename().string());
+  return s;
+}
+
+TEST_CASE("shm: symmetric buffers between forked processes: every direct algorithm, segments 0600 and unlinked") {
+  const auto before = shm_entries();
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    const std::string name = unique_name("sym");
+    auto res = run_processes(n, [&](int rank, FILE* out) {
+      shm_options opt;
+      opt.timeout = 20s;
+      shm_transport t(name, rank, n, opt);
+      communicator_options o;
+      o.checked = true;
+      o.chunks.direct_chunk_bytes = 256;  // two-shot in many steps
+      communicator comm(t, o);
+      std::string first;
+      for (const auto& c : rt_test::symmetric_cases(n, {0, 1, 5, 1000, 3000}))
+        for (auto f : {rt_test::check_symmetric<float>(comm, c), rt_test::check_symmetric<std::int32_t>(comm, c)})
+          if (first.empty()) first = f;
+      auto buf = comm.allocate<double>(1000);
+      if (n > 1 && !buf.shared()) first += "a buffer between processes of one host is not shared; ";
+      std::fprintf(out, "%s", first.c_str());
+      return first.empty() ? 0 : 1;
+    });
+    for (auto& o : res) CHECK_MESSAGE(exited_ok(o), o.text);
+  }
+  for (const auto& e : shm_entries()) CHECK_MESSAGE(before.count(e) == 1, "left behind in /dev/shm: " << e);
+}
+
+TEST_CASE("shm: a peer killed while the others read its symmetric buffer is named, with no SIGBUS and no hang") {
+  const auto before = shm_entries();
+  const std::string name = unique_name("symkill");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = run_processes(3, [&](int rank, FILE* out) {
+    shm_options opt;
+    opt.timeout = 60s;  // the death must be noticed long before this
+    shm_transport t(name, rank, 3, opt);
+    communicator comm(t);
+    auto buf = comm.allocate<float>(1 << 20);
+    for (auto& v : buf) v = 1.0f;
+    comm.allreduce(buf, op::sum, algorithm::two_shot);  // all alive: fine
+    if (rank == 2) raise(SIGKILL);
+    try {
+      for (int i = 0; i < 3; ++i) comm.allreduce(buf, op::sum, algorithm::two_shot);
+    } catch (const error& e) {
+      std::fprintf(out, "%s", e.what());
+      return 7;
+    }
+    return 0;
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+  CHECK(WIFSIGNALED(res[2].status));
+  bool named = false;
+  for (int r : {0, 1}) {
+    CHECK_MESSAGE((WIFEXITED(res[r].status) && WEXITSTATUS(res[r].status) == 7), res[r].text);
+    named = named || has(res[r].text, "rank 2 (pid");
+  }
+  CHECK(named);
+  for (const auto& e : shm_entries()) CHECK_MESSAGE(before.count(e) == 1, "left behind in /dev/shm: " << e);
 }

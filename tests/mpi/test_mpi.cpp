@@ -43,6 +43,18 @@ std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts) {
   return first;
 }
 
+// The same on symmetric buffers (comm.allocate): the direct algorithms.
+template <class... Es, class Comm>
+std::string run_symmetric_cases(Comm& comm, const std::vector<std::size_t>& counts) {
+  std::string first;
+  for (const auto& c : rt_test::symmetric_cases(comm.size(), counts, 5)) {
+    std::string f[] = {rt_test::check_symmetric<Es>(comm, c)...};
+    for (auto& x : f)
+      if (first.empty()) first = x;
+  }
+  return first;
+}
+
 template <class E> MPI_Datatype mpi_type();
 template <> MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
 template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
@@ -216,6 +228,32 @@ TEST_CASE("shm transport bootstrapped from MPI: every collective against the ref
   f = run_cases<float>(big_comm, {(std::size_t{3} << 20) / 4 + 5});
   CHECK_MESSAGE(f.empty(), f);
   CHECK(all_ranks(f.empty()));
+}
+
+TEST_CASE("symmetric buffers over an MPI shared window and over shm: every direct algorithm against the reference") {
+  const std::vector<std::size_t> counts = {0, 1, 3, 1000, 70'000};
+  {
+    mpi_transport t(MPI_COMM_WORLD);
+    communicator comm(t, communicator_options{.checked = true});
+    auto probe = comm.allocate<float>(4);
+    // across hosts a symmetric buffer is plain memory, and the usual algorithms run on it
+    CHECK(probe.shared() == (one_host() && comm.size() > 0));
+    const std::string first = probe.shared() ? run_symmetric_cases<float, std::int32_t, double>(comm, counts)
+                                             : run_cases<float>(comm, {0, 1, 1000});
+    CHECK_MESSAGE(all_ranks(first.empty()), first);
+    if (!probe.shared()) {  // every call on it works as on private memory
+      auto buf = comm.allocate<int>(100);
+      for (auto& v : buf) v = comm.rank() + 1;
+      comm.allreduce(buf);
+      CHECK(buf[99] == comm.size() * (comm.size() + 1) / 2);
+    }
+  }
+  if (one_host()) {
+    auto t = make_shm_transport(MPI_COMM_WORLD);
+    communicator comm(t, communicator_options{.checked = true});
+    const std::string first = run_symmetric_cases<float, std::int64_t, half>(comm, counts);
+    CHECK_MESSAGE(all_ranks(first.empty()), first);
+  }
 }
 
 TEST_CASE("messages above the piece limit are cut into pieces that MPI accepts") {

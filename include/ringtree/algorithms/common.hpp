@@ -91,6 +91,7 @@ struct row {
   static constexpr bool offered(const placement&) noexcept { return true; }
   static constexpr bool direct = false;          // true: runs on a symmetric_window (algorithms/direct.hpp) too
   static constexpr bool symmetric_only = false;  // true: offered only on symmetric memory
+  static constexpr bool stages = false;          // true: its window form also runs small calls on private memory
 };
 
 // Rank i's block when `count` elements are dealt to n ranks: the first

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <ringtree/algorithms/common.hpp>
@@ -22,20 +23,35 @@ constexpr std::size_t step_elems(std::size_t part, std::size_t chunk_bytes, std:
   return std::max(detail::chunk_elems(chunk_bytes, elem), (part + 1023) / 1024);
 }
 
-// One-shot: every rank folds all n spans in rank order, x0 op x1 op ...
-// op x(n-1), the same expression everywhere (so the same bits), into
-// scratch; it may overwrite its own span only once nobody reads it.
+// Staged one-shot, for calls up to the window's stage_capacity on any
+// memory: every rank copies its data into its staging slot, then folds
+// all n copies in rank order into its own buffer. One synchronisation:
+// peers read the copies, never the buffer, so it may change at once.
+template <class W, class E>
+void allreduce_staged(W& w, std::span<E> data, op o) {
+  const auto& mem = w.memory();
+  w.stage(w.out_of_place() ? w.template peer_in<E>(w.rank()) : std::span<const E>(data));
+  mem.copy(data, w.template staged<E>(0));
+  for (int k = 1; k < w.size(); ++k) mem.reduce(o, data, w.template staged<E>(k));
+}
+
+// One-shot: every rank folds all n inputs in rank order, x0 op x1 op ...
+// op x(n-1), the same expression everywhere (so the same bits). Out of
+// place straight into its output, which nobody else reads; in place into
+// scratch, since it may overwrite its span only once nobody reads it.
 // One read of every peer's buffer: for small buffers.
 template <class W, class E>
 void allreduce_one_shot(W& w, std::span<E> data, op o) {
   const auto& mem = w.memory();
   w.publish();
-  auto acc = mem.template scratch<E>(data.size());
-  mem.copy(acc.span(), std::span<const E>(w.template peer<E>(0)));
-  for (int k = 1; k < w.size(); ++k) mem.reduce(o, acc.span(), std::span<const E>(w.template peer<E>(k)));
+  decltype(mem.template scratch<E>(0)) scratch;
+  std::span<E> acc = data;
+  if (!w.out_of_place()) scratch = mem.template scratch<E>(data.size()), acc = scratch.span();
+  mem.copy(acc, w.template peer_in<E>(0));
+  for (int k = 1; k < w.size(); ++k) mem.reduce(o, acc, w.template peer_in<E>(k));
   w.done();
   w.wait_all_done();
-  mem.copy(data, std::span<const E>(acc.span()));
+  mem.copy(data, std::span<const E>(acc));
 }
 
 // Two-shot: rank r reduces block r of all n spans into its own span (one
@@ -51,8 +67,9 @@ void allreduce_two_shot(W& w, std::span<E> data, op o, std::size_t chunk_bytes) 
   const std::size_t step = step_elems(detail::block(m, n, 0).size, chunk_bytes, sizeof(E));
   const std::size_t steps = detail::chunk_count(detail::block(m, n, 0).size, step);  // the same on every rank
   w.publish();
-  std::vector<std::span<E>> from(n);
-  for (int q = 0; q < n; ++q) from[q] = w.template peer<E>(q);
+  std::vector<std::span<const E>> in(n);  // the inputs (the spans themselves, in place)
+  std::vector<std::span<E>> from(n);      // the outputs, where the reduced blocks are
+  for (int q = 0; q < n; ++q) in[q] = w.template peer_in<E>(q), from[q] = w.template peer<E>(q);
   auto part = [&](int owner, std::size_t j) {  // step j of block `owner`: [begin, begin + size)
     const auto b = detail::block(m, n, owner);
     const std::size_t at = std::min(j * step, b.size);
@@ -60,10 +77,9 @@ void allreduce_two_shot(W& w, std::span<E> data, op o, std::size_t chunk_bytes) 
   };
   for (std::size_t j = 0; j < steps; ++j) {
     const auto p = part(r, j);
-    for (int k = 1; k < n; ++k) {
-      const int q = (r + k) % n;
-      mem.reduce(o, data.subspan(p.begin, p.size), std::span<const E>(from[q].subspan(p.begin, p.size)));
-    }
+    auto acc = data.subspan(p.begin, p.size);
+    mem.copy(acc, in[r].subspan(p.begin, p.size));  // nothing to do in place
+    for (int k = 1; k < n; ++k) mem.reduce(o, acc, in[(r + k) % n].subspan(p.begin, p.size));
     w.step(j);
   }
   for (int k = 1; k < n; ++k) {

@@ -36,11 +36,13 @@ void allreduce(T& t, std::span<E> data, op o) {
 // The row of the algorithm table (table.hpp). Offered while what one rank
 // receives, (n-1) buffers, stays within 64 MiB: beyond that its traffic
 // alone (n-1 times the buffer, where the ring moves 2) rules it out, and
-// its scratch would be as large. On symmetric memory it reads the peers'
-// buffers directly instead (direct.hpp).
+// its scratch would be as large. Where ranks share memory (a
+// symmetric_window) it moves no messages: up to the window's staging
+// capacity the peers read a staged copy, on any memory; beyond it, on
+// symmetric memory, they read the buffers themselves (direct.hpp).
 struct allreduce_row : detail::row<collective::allreduce, algorithm::one_shot> {
   static constexpr std::string_view name = "one_shot";
-  static constexpr bool direct = true;
+  static constexpr bool direct = true, stages = true;
   static constexpr std::size_t max_received_bytes = std::size_t{64} << 20;
   static constexpr bool offered(const placement& p) noexcept {
     return p.bytes <= max_received_bytes / static_cast<std::size_t>(std::max(1, p.ranks - 1));
@@ -52,7 +54,10 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::one_shot> {
   static void run(T& t, const chunk_sizes&, std::span<E> data, op o) { allreduce(t, data, o); }
   template <class W, class E>
     requires(!transport<W>)
-  static void run(W& w, const chunk_sizes&, std::span<E> data, op o) { direct::allreduce_one_shot(w, data, o); }
+  static void run(W& w, const chunk_sizes&, std::span<E> data, op o) {
+    if (data.size_bytes() <= W::stage_capacity) direct::allreduce_staged(w, data, o);
+    else direct::allreduce_one_shot(w, data, o);
+  }
 };
 
 }  // namespace ringtree::one_shot

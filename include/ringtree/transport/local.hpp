@@ -312,7 +312,7 @@ inline void local_transport::wait_pending(request& r) {
 }
 
 inline std::optional<shared_mapping> local_transport::map_shared(std::size_t bytes) {
-  check_usable("allocate");
+  check_usable("symmetric memory");
   const int n = size();
   constexpr std::size_t page = 4096;
   const std::size_t len = std::max(page, (bytes + page - 1) / page * page);

@@ -242,7 +242,7 @@ class mpi_transport {
   // MPI_Win_free, collective like every window's: free symmetric buffers
   // in the same order on every rank.
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
-    check_usable("allocate");
+    check_usable("symmetric memory");
     MPI_Comm local = MPI_COMM_NULL;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
     int local_size = 0, all_here = 0;

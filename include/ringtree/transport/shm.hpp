@@ -622,12 +622,12 @@ class slot_transport {
   template <class S = Slots>
     requires std::same_as<S, detail::host_slots>
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
-    check_usable("allocate");
+    check_usable("symmetric memory");
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
     auto views = std::make_shared<detail::shm_views>(size_, len);
     auto fail = [&](const std::string& what) {
-      return error("allocate", rank_, detail::cat(what, ": ", std::strerror(errno)));
+      return error("symmetric memory", rank_, detail::cat(what, ": ", std::strerror(errno)));
     };
     char names[64] = {};
     std::snprintf(names, sizeof names, "%s", detail::random_shm_name().c_str());
@@ -651,14 +651,17 @@ class slot_transport {
       if (q == rank_) continue;
       const char* name = &all[q * sizeof names];
       if (strnlen(name, sizeof names) == sizeof names)
-        throw error("allocate", rank_, detail::cat("rank ", q, " sent no segment name (mismatched allocate calls?)"));
+        throw error("symmetric memory", rank_, detail::cat("rank ", q, " sent no segment name (mismatched allocate calls?)"));
       const int qfd = shm_open(name, O_RDWR, 0);
-      if (qfd < 0) throw fail(detail::cat("cannot open rank ", q, "'s segment ", name));
+      if (qfd < 0) {  // most likely the peer gave up (and removed it): say so
+        if (auto why = detail::shm_peer_problem(*seg_, q); !why.empty()) throw error("symmetric memory", rank_, why);
+        throw fail(detail::cat("cannot open rank ", q, "'s segment ", name));
+      }
       struct stat st {};
       if (fstat(qfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 0077) != 0 ||
           st.st_size != static_cast<off_t>(len)) {
         close(qfd);
-        throw error("allocate", rank_, detail::cat("rank ", q, "'s segment ", name, " is not ", len,
+        throw error("symmetric memory", rank_, detail::cat("rank ", q, "'s segment ", name, " is not ", len,
                                                     " bytes of this user's private memory (allocate called with "
                                                     "different counts?)"));
       }

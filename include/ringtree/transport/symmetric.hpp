@@ -30,11 +30,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <ringtree/core/error.hpp>
@@ -50,8 +52,22 @@ struct alignas(64) epoch_line {
   std::atomic<std::uint64_t> seq;  // call << 24 | phase; failed_seq once this rank gave up
   std::uint64_t region, offset, bytes;  // the span this rank brought to the call
   std::uint64_t what;                   // collective, algorithm, op, root: what the call is
+  std::uint64_t in_region, in_offset;   // an out-of-place all-reduce's input (else the span itself)
 };
 inline constexpr std::uint64_t failed_seq = ~std::uint64_t{0};
+
+// A staging slot for small calls: the payload shares the first cache line
+// with the sequence number, so a reader of up to 40 bytes moves one line.
+// Each rank has two, used in turn: a rank writes a slot again two staged
+// calls later, when every peer has finished reading it (they published
+// the call in between, which they do only after reading this one).
+struct stage_header {
+  std::atomic<std::uint64_t> seq;  // the staged call this slot holds
+  std::uint64_t what, bytes;
+};
+inline constexpr std::size_t stage_stride = 4096, stage_capacity = stage_stride - sizeof(stage_header);
+// A rank's control memory: its epoch line, then its two staging slots.
+inline constexpr std::size_t control_bytes = 64 + 2 * stage_stride;
 inline constexpr int phase_bits = 24;
 inline constexpr std::uint32_t published_phase = 1, done_phase = (1u << phase_bits) - 1;
 // Steps 2 .. done_phase - 1 are free for the algorithm's own use.
@@ -96,6 +112,13 @@ class symmetric_heap {
   int size() const noexcept { return size_; }
   epoch_line* line(int r) const noexcept { return reinterpret_cast<epoch_line*>(control_.bases[r]); }
   epoch_line* mine() const noexcept { return line(rank_); }
+  stage_header* stage(int r, std::uint64_t s) const noexcept {
+    return reinterpret_cast<stage_header*>(control_.bases[r] + 64 + (s % 2) * stage_stride);
+  }
+  std::uint64_t next_stage() {
+    check_usable();
+    return ++stage_;
+  }
 
   std::shared_ptr<symmetric_region> add(shared_mapping m) {
     auto r = std::make_shared<symmetric_region>();
@@ -103,28 +126,25 @@ class symmetric_heap {
     r->map = std::move(m);
     r->shared = true;
     r->rank = rank_;
-    regions_.erase(std::remove_if(regions_.begin(), regions_.end(), [](auto& w) { return w.expired(); }), regions_.end());
-    regions_.push_back(r);
+    regions_.erase(std::remove_if(regions_.begin(), regions_.end(), [](auto& e) { return e.first.expired(); }), regions_.end());
+    regions_.emplace_back(r, r.get());
     return r;
   }
-  // The region holding [p, p + bytes) on this rank, and where in it.
+  // The region holding [p, p + bytes) on this rank, and where in it. (A
+  // plain pointer: the caller's buffer keeps the region alive during the
+  // call, and this runs on every call, where reference counts cost.)
   struct found {
-    std::shared_ptr<symmetric_region> region;
+    const symmetric_region* region = nullptr;
     std::size_t offset = 0;
   };
   std::optional<found> find(const void* p, std::size_t bytes) const {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
-    for (auto& w : regions_)
-      if (auto r = w.lock()) {
+    for (auto& [w, r] : regions_)
+      if (!w.expired()) {
         const auto b = reinterpret_cast<std::uintptr_t>(r->mine());
         if (a >= b && a - b <= r->map.bytes && bytes <= r->map.bytes - (a - b)) return found{r, a - b};
       }
     return std::nullopt;
-  }
-  std::shared_ptr<symmetric_region> region(std::uint64_t id) const {
-    for (auto& w : regions_)
-      if (auto r = w.lock(); r && r->id == id) return r;
-    return nullptr;
   }
 
   // A call starts: its number, the same on every rank.
@@ -145,14 +165,16 @@ class symmetric_heap {
   }
 
   // Waits until rank q's line reaches `target`, or raises naming q.
-  void wait(const char* call, int q, std::uint64_t target) const {
-    const auto& seq = line(q)->seq;
+  void wait(const char* call, int q, std::uint64_t target) const { wait(call, q, line(q)->seq, target); }
+  // Waits until `seq`, written by rank q, reaches `target`.
+  void wait(const char* call, int q, const std::atomic<std::uint64_t>& seq, std::uint64_t target) const {
     std::chrono::steady_clock::time_point deadline{}, next_check{};
     for (long spins = 0;; ++spins) {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
-      if (v == failed_seq)
-        throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)"));
-      if (v >= target) return;
+      if (v >= target && v != failed_seq) return;
+      if ((spins & 63) == 63 || v == failed_seq)  // (q's epoch line also says so where `seq` is a staging slot's)
+        if (v == failed_seq || line(q)->seq.load(std::memory_order_relaxed) == failed_seq)
+          throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)"));
       if (spins < spin_) continue;
       sched_yield();  // the peer may need this core
       if ((spins & 63) != 0) continue;
@@ -177,8 +199,8 @@ class symmetric_heap {
   int rank_, size_;
   shared_mapping control_;
   long spin_;  // spins before yielding: few when ranks outnumber cores
-  std::uint64_t call_ = 0, last_id_ = 0;
-  std::vector<std::weak_ptr<symmetric_region>> regions_;
+  std::uint64_t call_ = 0, stage_ = 0, last_id_ = 0;
+  std::vector<std::pair<std::weak_ptr<symmetric_region>, const symmetric_region*>> regions_;
   std::string broken_;
 };
 
@@ -216,23 +238,70 @@ class symmetric_buffer {
 template <class M>
 class symmetric_window {
  public:
-  symmetric_window(const detail::symmetric_heap& h, const char* call, detail::symmetric_heap::found at,
-                   std::size_t bytes, std::uint64_t what, std::uint64_t call_no, M mem)
-      : h_(&h), call_(call), at_(std::move(at)), bytes_(bytes), what_(what), base_(call_no << detail::phase_bits),
-        mem_(std::move(mem)) {}
+  // `at`: where this rank's span lies in symmetric memory; null for a call
+  // on private memory, which may only stage (below).
+  // `in`: an all-reduce's input where it is another symmetric span than
+  // `at` (out of place); null where the input is the span itself.
+  symmetric_window(detail::symmetric_heap& h, const char* call, const detail::symmetric_heap::found* at,
+                   const detail::symmetric_heap::found* in, std::size_t bytes, std::uint64_t what, M mem)
+      : h_(&h), call_(call), at_(at ? *at : detail::symmetric_heap::found{}), in_(in ? *in : at_), bytes_(bytes),
+        what_(what), mem_(std::move(mem)), out_of_place_(in != nullptr) {}
 
   int rank() const noexcept { return h_->rank(); }
   int size() const noexcept { return h_->size(); }
   const M& memory() const noexcept { return mem_; }
 
+  // Small calls on any memory: a copy of my data goes to my staging slot,
+  // where peers read it (stage_capacity bytes at most). One
+  // synchronisation per call: nobody reads my buffer, so I may return at once.
+  static constexpr std::size_t stage_capacity = detail::stage_capacity;
+  template <class E>
+  void stage(std::span<const E> mine) {
+    stage_ = h_->next_stage();
+    auto* slot = h_->stage(rank(), stage_);
+    slot->what = what_;
+    slot->bytes = mine.size_bytes();
+    if (!mine.empty()) std::memcpy(reinterpret_cast<std::byte*>(slot + 1), mine.data(), mine.size_bytes());
+    slot->seq.store(stage_, std::memory_order_release);
+  }
+  // Rank q's staged data of this call (my own copy for q == rank()).
+  template <class E>
+  std::span<const E> staged(int q) const {
+    const auto* slot = h_->stage(q, stage_);
+    if (q != rank()) h_->wait(call_, q, slot->seq, stage_);
+    if (slot->what != what_ || slot->bytes != bytes_)
+      throw error(call_, rank(), detail::cat("rank ", q, " called a different collective (", slot->bytes, " bytes, call word ",
+                                             slot->what, ") than this rank (", bytes_, " bytes, call word ", what_, ")"));
+    return {reinterpret_cast<const E*>(slot + 1), bytes_ / sizeof(E)};
+  }
+
   // My span may be read (and, where the algorithm says, written) from now on.
   void publish() {
+    base_ = h_->next_call() << detail::phase_bits;
     auto* l = h_->mine();
     l->region = at_.region->id;
     l->offset = at_.offset;
     l->bytes = bytes_;
-    l->what = what_;
+    l->what = line_what();
+    l->in_region = in_.region->id;
+    l->in_offset = in_.offset;
     l->seq.store(base_ | detail::published_phase, std::memory_order_release);
+  }
+  // Whether the call's input is another span than the output (out of
+  // place: peers' inputs are read with peer_in, and nobody reads the output
+  // before its owner writes it).
+  bool out_of_place() const noexcept { return out_of_place_; }
+  // Rank q's input span: peer(q) in place, else its other span.
+  template <class E>
+  std::span<const E> peer_in(int q) const {
+    if (!out_of_place_) return peer<const E>(q);
+    if (q == rank()) return {reinterpret_cast<const E*>(in_.region->mine() + in_.offset), bytes_ / sizeof(E)};
+    (void)peer<const E>(q);  // waits for q and checks its call
+    const auto* l = h_->line(q);
+    if (l->in_region != in_.region->id || l->in_offset > in_.region->map.bytes || bytes_ > in_.region->map.bytes - l->in_offset)
+      throw error(call_, rank(), detail::cat("rank ", q, "'s input (buffer ", l->in_region, ", offset ", l->in_offset,
+                                             ") is not in this rank's input buffer (", in_.region->id, ")"));
+    return {reinterpret_cast<const E*>(in_.region->map.bases[q] + l->in_offset), bytes_ / sizeof(E)};
   }
   // Rank q's span of this call (mine for q == rank()), once q has published
   // it and it is checked to be the same call on the same buffer.
@@ -241,7 +310,7 @@ class symmetric_window {
     if (q == rank()) return {reinterpret_cast<E*>(at_.region->mine() + at_.offset), bytes_ / sizeof(E)};
     h_->wait(call_, q, base_ | detail::published_phase);
     const auto* l = h_->line(q);
-    if (l->what != what_ || l->region != at_.region->id || l->bytes != bytes_)
+    if (l->what != line_what() || l->region != at_.region->id || l->bytes != bytes_)
       throw error(call_, rank(), detail::cat("rank ", q, " called a different collective on symmetric memory (buffer ",
                                              l->region, ", ", l->bytes, " bytes, call word ", l->what, ") than this rank (buffer ",
                                              at_.region->id, ", ", bytes_, " bytes, call word ", what_, ")"));
@@ -267,12 +336,16 @@ class symmetric_window {
 
  private:
   static std::uint64_t step_phase(std::size_t k) noexcept { return 2 + k; }
-  const detail::symmetric_heap* h_;
+  // The call word of the epoch line also says whether the input is apart:
+  // a rank in place must not meet one that left its span unwritten.
+  std::uint64_t line_what() const noexcept { return what_ | (out_of_place_ ? std::uint64_t{1} << 63 : 0); }
+  detail::symmetric_heap* h_;
   const char* call_;
-  detail::symmetric_heap::found at_;
+  detail::symmetric_heap::found at_, in_;
   std::size_t bytes_;
-  std::uint64_t what_, base_;
+  std::uint64_t what_, base_ = 0, stage_ = 0;
   M mem_;
+  bool out_of_place_;
 };
 
 }  // namespace ringtree
