@@ -278,7 +278,7 @@ class mpi_transport {
         MPI_Comm_free(&comm);
       }
     };
-    auto keep = std::make_shared<window>(window{win, local});
+    std::shared_ptr<window> keep(new window{win, local});  // (make_shared of a temporary would free it at once)
     shared_mapping m;
     for (int q = 0; q < size_; ++q) {  // ranks of `local` are ours: split with key = rank
       MPI_Aint got = 0;
