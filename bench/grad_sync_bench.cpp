@@ -85,7 +85,7 @@ void run(Transport& t, const char* name) {
     std::printf("one flat allreduce           %9.2f ms\n", one_flat);
     std::printf("grad_sync (copies, %zu buckets) %7.2f ms   %.1fx faster than per gradient, %.2fx the flat allreduce\n",
                 dflt.buckets(), with_sync, per_gradient / with_sync, with_sync / one_flat);
-    std::printf("grad_sync (views, %zu buckets)  %7.2f ms   %.1fx faster than per gradient, %.2fx the flat allreduce\n",
+    std::printf("grad_sync (views in symmetric buckets, %zu) %7.2f ms   %.1fx faster than per gradient, %.2fx the flat allreduce\n",
                 views.buckets(), with_views, per_gradient / with_views, with_views / one_flat);
   }
 

@@ -392,7 +392,7 @@ class communicator {
   void finish(call& c) {
     if (opt_.checked && size() > 1) compare(c, std::string(to_string(C)));
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
-    if (size() > 1) open_heap();
+    if (size() > 1 && detail::maps_in_calls<Transport>()) open_heap();  // stages small calls
     if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
   }
 
@@ -657,8 +657,9 @@ class communicator {
 
   void open();
   // The shared control memory (epoch lines, staging slots) where the
-  // transport has it: made by the first allocate, or the first collective
-  // call (all ranks make it in the same call).
+  // transport has it: made by the first allocate, or, where the transport
+  // allows (maps_in_calls), the first collective call (all ranks make it in
+  // the same call).
   void open_heap() {
     if constexpr (shared_memory_transport<Transport>) {
       if (heap_tried_) return;

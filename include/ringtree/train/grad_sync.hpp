@@ -51,7 +51,9 @@ class grad_sync {
     start();
   }
   // Gradients live inside the bucket storage (views): no copy is made.
-  // gradient(i) is where the trainer writes gradient i.
+  // gradient(i) is where the trainer writes gradient i. The buckets are
+  // symmetric buffers (comm.allocate) where the ranks share memory, so the
+  // all-reduce reads the peers' gradients where they are.
   grad_sync(Comm& comm, const std::vector<std::size_t>& sizes, grad_sync_options opt = {})
       : comm_(&comm), opt_(opt) {
     views_ = true;
@@ -160,7 +162,9 @@ class grad_sync {
   struct bucket {
     std::size_t first, last;  // gradients [first, last) in parameter order
     std::size_t elems;
-    std::vector<E> storage;   // the packed gradients (or their views)
+    std::span<E> storage;     // the packed gradients (or their views), in one of:
+    std::vector<E> plain;
+    symmetric_buffer<E> shared;
   };
 
   void start() {
@@ -173,7 +177,7 @@ class grad_sync {
     std::vector<bucket> from_front;
     std::size_t i = 0;
     auto take = [&](std::size_t cap) {
-      bucket b{i, i, 0, {}};
+      bucket b{i, i, 0, {}, {}, {}};
       while (i < grads_.size() && (b.last == b.first || (b.elems + grads_[i].size()) * sizeof(E) <= cap))
         b.elems += grads_[i++].size(), ++b.last;
       from_front.push_back(std::move(b));
@@ -183,11 +187,18 @@ class grad_sync {
     buckets_.assign(std::make_move_iterator(from_front.rbegin()), std::make_move_iterator(from_front.rend()));
     bucket_of_.resize(grads_.size());
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      buckets_[b].storage.assign(buckets_[b].elems, E{});
+      auto& bk = buckets_[b];
+      if (views_) {  // a collective call, in the same order on every rank; zeroed
+        bk.shared = comm_->template allocate<E>(bk.elems);
+        bk.storage = bk.shared.span();
+      } else {
+        bk.plain.assign(bk.elems, E{});
+        bk.storage = bk.plain;
+      }
       std::size_t off = 0;
       for (std::size_t g = buckets_[b].first; g < buckets_[b].last; ++g) {
         bucket_of_[g] = b;
-        if (views_) grads_[g] = std::span<E>(buckets_[b].storage).subspan(off, grads_[g].size());
+        if (views_) grads_[g] = bk.storage.subspan(off, grads_[g].size());
         off += grads_[g].size();
       }
     }
@@ -270,7 +281,7 @@ class grad_sync {
     const std::size_t piece = std::max<std::size_t>(1, opt_.piece_bytes / sizeof(E));
     for (std::size_t a = 0; a < b.elems; a += piece) {
       const std::size_t e = std::min(b.elems, a + piece);
-      std::span<E> flat = std::span<E>(b.storage).subspan(a, e - a);
+      std::span<E> flat = b.storage.subspan(a, e - a);
       if (!views_) for_parts(b, a, e, [](std::span<E> grad, std::span<E> packed) { std::copy(grad.begin(), grad.end(), packed.begin()); });
       reduce_flat(flat);
       if (!views_) for_parts(b, a, e, [](std::span<E> grad, std::span<E> packed) { std::copy(packed.begin(), packed.end(), grad.begin()); });
@@ -283,7 +294,7 @@ class grad_sync {
     std::size_t off = 0;
     for (std::size_t g = b.first; g < b.last && off < e; off += grads_[g++].size()) {
       const std::size_t lo = std::max(a, off), hi = std::min(e, off + grads_[g].size());
-      if (lo < hi) f(grads_[g].subspan(lo - off, hi - lo), std::span<E>(b.storage).subspan(lo, hi - lo));
+      if (lo < hi) f(grads_[g].subspan(lo - off, hi - lo), b.storage.subspan(lo, hi - lo));
     }
   }
 

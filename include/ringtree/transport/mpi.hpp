@@ -243,6 +243,11 @@ class mpi_transport {
   // in the same order on every rank.
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
     check_usable("symmetric memory");
+    {  // every rank is here (or a timeout names one) before MPI's collectives, which have none
+      const std::byte here{1};
+      std::vector<std::byte> all(size_);
+      detail::exchange_all(*this, std::span(&here, 1), std::span(all));
+    }
     MPI_Comm local = MPI_COMM_NULL;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
     int local_size = 0, all_here = 0;

@@ -39,6 +39,17 @@ concept shared_memory_transport = transport<T> && requires(T& t, std::size_t byt
 
 namespace detail {
 
+// Whether a communicator may map its control memory in its first
+// collective call, to stage small calls on private memory (symmetric.hpp),
+// rather than only when the program calls allocate: true where map_shared
+// moves only the transport's own messages, under its timeout, and frees
+// without talking to the peers (T::maps_in_calls; MPI's windows do neither).
+template <class T>
+constexpr bool maps_in_calls() {
+  if constexpr (requires { T::maps_in_calls; }) return T::maps_in_calls;
+  else return false;
+}
+
 // Every rank sends `mine` to every other and receives theirs into `all`
 // (rank r's at r * mine.size()): the one exchange mappings are set up with.
 template <transport T>

@@ -524,6 +524,7 @@ class slot_transport {
  public:
   using memory_type = typename Slots::memory_type;
   static constexpr const char* name = Slots::name;
+  static constexpr bool maps_in_calls = std::same_as<Slots, detail::host_slots>;  // shared_mapping.hpp
 
   class request {
    public:
