@@ -79,7 +79,7 @@ struct shm_options {
 namespace detail {
 
 inline constexpr std::uint64_t shm_magic = 0x52494e4754524545ull;  // "RINGTREE"
-inline constexpr std::uint32_t shm_version = 2;
+inline constexpr std::uint32_t shm_version = 3;
 
 struct alignas(64) shm_header {
   std::uint64_t magic;
@@ -100,7 +100,9 @@ struct alignas(64) shm_rank {
   std::atomic<std::uint32_t> sleeping;
   std::atomic<std::uint32_t> published;  // `card` below is valid
   std::atomic<std::uint32_t> left;       // the rank's transport failed or was destroyed
+  std::atomic<std::uint32_t> cpus_set;   // `cpus` below is valid
   alignas(64) std::byte card[128];       // what a slot policy shares (a CUDA IPC handle)
+  cpu_set_t cpus;                        // the CPUs this rank may run on (oversubscription)
 };
 struct alignas(64) shm_counter {
   std::atomic<std::uint64_t> value;
@@ -543,6 +545,8 @@ class slot_transport {
     seg_ = std::make_shared<detail::shm_segment>(name, rank, size, opt_, Slots::payload_in_segment);
     rank_ = rank;
     size_ = size;
+    if (sched_getaffinity(0, sizeof me()->cpus, &me()->cpus) != 0) CPU_ZERO(&me()->cpus);
+    me()->cpus_set.store(1, std::memory_order_release);
     auto* h = seg_->hdr();
     lay_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes),
                               Slots::payload_in_segment};
@@ -729,7 +733,9 @@ class slot_transport {
         continue;
       }
       if (r.op_->complete) break;
-      if (++idle < 256) continue;  // spin: the peer is usually a few hundred ns away
+      // spin: the peer is usually a few hundred ns away, unless it waits for
+      // this rank's core (more ranks than cores): then yield almost at once
+      if (++idle < (oversubscribed() ? 8 : 256)) continue;
       if (idle < 1024) {
         sched_yield();
         continue;
@@ -754,6 +760,22 @@ class slot_transport {
     if (refused >= 0)
       throw error("recv", rank_, detail::cat("a message from rank ", refused,
                                               " was refused earlier, so this one cannot be trusted: not received"));
+  }
+
+  // More ranks than the CPUs they may run on between them (the union of
+  // their affinity masks; a launcher that binds each rank to one core
+  // gives each a mask of one). Known once every rank has said its CPUs.
+  bool oversubscribed() {
+    if (oversubscribed_ < 0) {
+      cpu_set_t any;
+      CPU_ZERO(&any);
+      for (int q = 0; q < size_; ++q) {
+        if (rank_line(q)->cpus_set.load(std::memory_order_acquire) == 0) return false;  // not yet known
+        CPU_OR(&any, &any, &rank_line(q)->cpus);
+      }
+      oversubscribed_ = CPU_COUNT(&any) > 0 && size_ > CPU_COUNT(&any) ? 1 : 0;
+    }
+    return oversubscribed_ == 1;
   }
 
   void check_usable(const char* call) const {
@@ -922,6 +944,7 @@ class slot_transport {
   std::vector<std::deque<std::shared_ptr<op_state>>> sends_, recvs_;
   std::vector<std::shared_ptr<op_state>> spare_;
   std::string broken_;  // the first failure; "" while usable
+  int oversubscribed_ = -1;  // -1: not known yet
 };
 
 // Processes on one host, payloads in the shared segment.
