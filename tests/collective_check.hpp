@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <ringtree/communicator.hpp>
+#include <ringtree/transport/local.hpp>
 
 namespace rt_test {
 using namespace ringtree;
@@ -251,6 +252,31 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
 
 inline std::vector<case_desc> symmetric_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0) {
   return all_cases(n, counts, seed, true);
+}
+
+// Runs every case (on symmetric buffers: the direct ones) on `comm`, every
+// rank every case even after a failure, to stay in step; the first failure.
+template <class... Es, class Comm>
+std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts, unsigned seed = 0, bool symmetric = false) {
+  std::string first;
+  for (const auto& c : all_cases(comm.size(), counts, seed, symmetric)) {
+    std::string f[] = {(symmetric ? check_symmetric<Es>(comm, c) : check<Es>(comm, c))...};
+    for (auto& x : f)
+      if (first.empty()) first = x;
+  }
+  return first;
+}
+
+// The same on an n-rank local_world: each rank's first failure.
+template <class... Es>
+std::vector<std::string> run_world(int n, const std::vector<std::size_t>& counts, communicator_options opt,
+                                   bool symmetric = false) {
+  std::vector<std::string> failures(n);
+  local_world(n).run([&](local_transport& t) {
+    communicator comm(t, opt);
+    failures[t.rank()] = run_cases<Es...>(comm, counts, 0, symmetric);
+  });
+  return failures;
 }
 
 }  // namespace rt_test

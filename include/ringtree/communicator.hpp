@@ -470,18 +470,24 @@ class communicator {
   void run(algorithm a, A&&... args) {
     run_at<C>(a, nullptr, nullptr, 0, 0, args...);
   }
+  // Only the window form: a direct call whose arguments the transport
+  // forms do not take (reduce_scatter reads `in` where it is).
   template <collective C, class... A>
+  void run_direct(const call& c, A&&... args) {
+    run<C, false>(c, args...);
+  }
+  template <collective C, bool Lane = true, class... A>
   void run(const call& c, A&&... args) {
     // what the peers' lines must match: collective, algorithm, op, root, type
     const std::uint64_t what = std::uint64_t(C) | std::uint64_t(c.algo) << 8 | std::uint64_t(c.o) << 16 |
                                std::uint64_t(std::uint32_t(c.root + 1)) << 24 | std::uint64_t(c.type) << 56;
-    run_at<C>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, args...);
+    run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, args...);
   }
-  template <collective C, class... A>
+  template <collective C, bool Lane = true, class... A>
   void run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
               std::size_t at_bytes, std::uint64_t what, A&&... args) {
     if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
-    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row(row, at, in_at, at_bytes, what, args...); }))
+    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<Lane>(row, at, in_at, at_bytes, what, args...); }))
       throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
   }
   template <class X, class... A>
@@ -490,7 +496,7 @@ class communicator {
     else return 0;
   }
   static std::size_t first_span_bytes() noexcept { return 0; }
-  template <class Row, class... A>
+  template <bool Lane, class Row, class... A>
   void run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
                std::size_t at_bytes, std::uint64_t what, A&... args) {
     using window = symmetric_window<decltype(memory())>;
@@ -512,9 +518,11 @@ class communicator {
         return;
       }
     }
-    auto l = lane();
-    if constexpr (!Row::symmetric_only) row.run(l, opt_.chunks, args...);  // (a flag: nvcc errs on a requires here)
-    else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
+    // (flags, not a requires-expression: nvcc errs on one here)
+    if constexpr (Lane && !Row::symmetric_only) {
+      auto l = lane();
+      row.run(l, opt_.chunks, args...);
+    } else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
   }
 
 
@@ -776,7 +784,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
   auto mem = memory();
   const bool exact_avg = std::integral<E> && o == op::avg;  // split into sums on scratch (reduce_and_average)
   if (c.at && size() > 1 && detail::find_row(collective::reduce_scatter, c.algo)->direct && !exact_avg) {  // peers read `in` where it is
-    run<collective::reduce_scatter>(c, in, out, o);
+    run_direct<collective::reduce_scatter>(c, in, out, o);
     if (o == op::avg) mem.average(out, size());
     return;
   }

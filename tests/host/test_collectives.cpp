@@ -26,21 +26,9 @@ communicator_options tiny_chunks() {
   return o;
 }
 
-// Runs every case on an n-rank world; returns the failures (first per rank).
 template <class... Es>
 std::vector<std::string> run_all(int n, const std::vector<std::size_t>& counts, communicator_options opt) {
-  std::vector<std::string> failures(n);
-  local_world world(n);
-  const auto cases = rt_test::all_cases(n, counts);
-  world.run([&](local_transport& t) {
-    communicator comm(t, opt);
-    for (const auto& c : cases) {  // every rank runs every case, failed or not, to stay in step
-      std::string f[] = {rt_test::check<Es>(comm, c)...};
-      for (auto& x : f)
-        if (failures[t.rank()].empty()) failures[t.rank()] = x;
-    }
-  });
-  return failures;
+  return rt_test::run_world<Es...>(n, counts, opt);
 }
 
 void expect_none(const std::vector<std::string>& failures) {

@@ -22,18 +22,7 @@ void expect_none(const std::vector<std::string>& failures) {
 
 template <class... Es>
 std::vector<std::string> run_symmetric(int n, const std::vector<std::size_t>& counts, communicator_options opt) {
-  std::vector<std::string> failures(n);
-  local_world world(n);
-  const auto cases = rt_test::symmetric_cases(n, counts);
-  world.run([&](local_transport& t) {
-    communicator comm(t, opt);
-    for (const auto& c : cases) {
-      std::string f[] = {rt_test::check_symmetric<Es>(comm, c)...};
-      for (auto& x : f)
-        if (failures[t.rank()].empty()) failures[t.rank()] = x;
-    }
-  });
-  return failures;
+  return rt_test::run_world<Es...>(n, counts, opt, true);
 }
 
 communicator_options small_steps() {

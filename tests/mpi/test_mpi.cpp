@@ -34,25 +34,12 @@ bool all_ranks(bool ok) {
 // in step; the first failure is kept.
 template <class... Es, class Comm>
 std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts) {
-  std::string first;
-  for (const auto& c : rt_test::all_cases(comm.size(), counts, 3)) {
-    std::string f[] = {rt_test::check<Es>(comm, c)...};
-    for (auto& x : f)
-      if (first.empty()) first = x;
-  }
-  return first;
+  return rt_test::run_cases<Es...>(comm, counts, 3);
 }
-
 // The same on symmetric buffers (comm.allocate): the direct algorithms.
 template <class... Es, class Comm>
 std::string run_symmetric_cases(Comm& comm, const std::vector<std::size_t>& counts) {
-  std::string first;
-  for (const auto& c : rt_test::symmetric_cases(comm.size(), counts, 5)) {
-    std::string f[] = {rt_test::check_symmetric<Es>(comm, c)...};
-    for (auto& x : f)
-      if (first.empty()) first = x;
-  }
-  return first;
+  return rt_test::run_cases<Es...>(comm, counts, 5, true);
 }
 
 template <class E> MPI_Datatype mpi_type();
