@@ -27,7 +27,7 @@ run() {  # NAME NP ARGS...
 for r in $(seq 1 "$reps"); do
   echo "# repetition $r of $reps" >&2
   run "private.$r" 2 -t shm -b 8 -e 64M -f 2 -a automatic,mpi,memcpy --rounds 3
-  run "symmetric.$r" 2 -t shm --symmetric -b 8 -e 64M -f 8 -a automatic,one_shot,two_shot,mpi,memcpy --rounds 3
+  run "symmetric.$r" 2 -t shm --symmetric -b 8 -e 64M -f 2 -a automatic,one_shot,two_shot,mpi,memcpy --rounds 3
   run "over.$r" 4 -t shm -b 8 -e 64M -f 8 -a automatic,mpi --rounds 3
   run "mpi.$r" 2 -t mpi -b 1M -e 64M -f 2 -a automatic,ring,tree,mpi --rounds 3
 done
