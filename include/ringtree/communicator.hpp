@@ -373,13 +373,17 @@ class communicator {
   call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems, std::span<S> sym = {}) {
     call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
     c.bytes = c.template require_fits<E>(elems);
-    if (heap_ && sym.data() != nullptr)
+    // (not an empty span: one at the end of a buffer is also at the start
+    // of the next, and ranks could tell them apart differently)
+    if (heap_ && !sym.empty())
       if ((c.at = heap_->find(sym.data(), sym.size_bytes()))) c.at_bytes = sym.size_bytes();
     const bool rooted = what == collective::broadcast || what == collective::reduce ||
                         what == collective::scatter || what == collective::gather;
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
-    if (a != algorithm::automatic && !detail::offers(what, a, {size(), c.bytes, detail::memory_kind_of<Transport>(), c.at.has_value()})) {
-      const placement at{size(), c.bytes, detail::memory_kind_of<Transport>(), c.at.has_value()};  // the message is built only when needed
+    // An empty call may name a symmetric-only row: it moves nothing (finish picks a plain one).
+    const bool symmetric = c.at.has_value() || sym.empty();
+    if (a != algorithm::automatic && !detail::offers(what, a, {size(), c.bytes, detail::memory_kind_of<Transport>(), symmetric})) {
+      const placement at{size(), c.bytes, detail::memory_kind_of<Transport>(), symmetric};  // the message is built only when needed
       c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
                 size(), " ranks (available: ", detail::offered_names(what, &at), ")");
     }
@@ -394,6 +398,7 @@ class communicator {
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
     if (size() > 1 && detail::maps_in_calls<Transport>()) open_heap();  // stages small calls
     if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
+    if (!c.at && detail::find_row(C, c.algo)->symmetric_only) c.algo = pick<C>(c.bytes);  // an empty call, above
   }
 
   // What automatic runs for C on `bytes` of symmetric memory: a direct row

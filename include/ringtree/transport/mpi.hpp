@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
@@ -258,20 +259,22 @@ class mpi_transport {
       MPI_Comm_free(&local);
       return std::nullopt;
     }
-    constexpr std::size_t page = 4096;
+    constexpr std::size_t page = 4096, line = 64;
     const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each rank's region on its own pages
     void* base = nullptr;
     MPI_Win win = MPI_WIN_NULL;
-    const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(len), 1, info, local, &base, &win);
+    // A line more than asked: MPI aligns a rank's part to less than a cache
+    // line, and the epoch lines need 64 bytes.
+    const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(len + line), 1, info, local, &base, &win);
     MPI_Info_free(&info);
     if (rc != MPI_SUCCESS) {
       MPI_Comm_free(&local);
       check(rc, "MPI_Win_allocate_shared");
     }
-    std::memset(base, 0, len);  // the owner touches its pages first
+    std::memset(base, 0, len + line);  // the owner touches its pages first
     struct window {
       MPI_Win win;
       MPI_Comm comm;
@@ -290,7 +293,8 @@ class mpi_transport {
       int unit = 0;
       void* at = nullptr;
       check(MPI_Win_shared_query(win, q, &got, &unit, &at), "MPI_Win_shared_query");
-      m.bases.push_back(static_cast<std::byte*>(at));
+      const auto a = reinterpret_cast<std::uintptr_t>(at);
+      m.bases.push_back(reinterpret_cast<std::byte*>((a + line - 1) / line * line));
     }
     m.bytes = len;
     m.keep = keep;
