@@ -398,7 +398,13 @@ class communicator {
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
     if (size() > 1 && detail::maps_in_calls<Transport>()) open_heap();  // stages small calls
     if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
-    if (!c.at && detail::find_row(C, c.algo)->symmetric_only) c.algo = pick<C>(c.bytes);  // an empty call, above
+    if (!c.at) c.algo = plain<C>(c);  // an empty call, above
+  }
+  // c's algorithm where it runs over the transport (private scratch, an
+  // empty call): a symmetric-only row gives way to the usual choice.
+  template <collective C>
+  algorithm plain(const call& c) {
+    return detail::find_row(C, c.algo)->symmetric_only ? pick<C>(c.bytes) : c.algo;
   }
 
   // What automatic runs for C on `bytes` of symmetric memory: a direct row
@@ -715,8 +721,7 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
     c.in_at = heap_->find(in.data(), in.size_bytes());
   if (!c.in_at) memory().copy(out, in);
   // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)
-  const algorithm for_scratch =
-      detail::find_row(collective::allreduce, c.algo)->symmetric_only ? pick<collective::allreduce>(c.bytes) : c.algo;
+  const algorithm for_scratch = plain<collective::allreduce>(c);
   reduce_and_average(out, o, [&](auto data, op ro) {
         if (static_cast<const void*>(data.data()) == out.data()) run<collective::allreduce>(c, data, ro);
         else run<collective::allreduce>(for_scratch, data, ro);
@@ -793,7 +798,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
     if (o == op::avg) mem.average(out, size());
     return;
   }
-  if (detail::find_row(collective::reduce_scatter, c.algo)->symmetric_only) c.algo = pick<collective::reduce_scatter>(c.bytes);
+  c.algo = plain<collective::reduce_scatter>(c);
   auto work = mem.template scratch<E>(in.size());
   mem.copy(work.span(), in);
   auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
