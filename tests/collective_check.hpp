@@ -254,13 +254,21 @@ inline std::vector<case_desc> symmetric_cases(int n, const std::vector<std::size
   return all_cases(n, counts, seed, true);
 }
 
+// One case on private or (where `comm` can allocate) symmetric buffers.
+template <class E, class Comm>
+std::string check_case(Comm& comm, const case_desc& c, bool symmetric) {
+  if constexpr (requires { comm.template allocate<E>(std::size_t{0}); })
+    if (symmetric) return check_symmetric<E>(comm, c);
+  return check<E>(comm, c);
+}
+
 // Runs every case (on symmetric buffers: the direct ones) on `comm`, every
 // rank every case even after a failure, to stay in step; the first failure.
 template <class... Es, class Comm>
 std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts, unsigned seed = 0, bool symmetric = false) {
   std::string first;
   for (const auto& c : all_cases(comm.size(), counts, seed, symmetric)) {
-    std::string f[] = {(symmetric ? check_symmetric<Es>(comm, c) : check<Es>(comm, c))...};
+    std::string f[] = {check_case<Es>(comm, c, symmetric)...};
     for (auto& x : f)
       if (first.empty()) first = x;
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Skip (exit 77) without a usable GPU; otherwise run the CUDA suite under mpirun.
-probe=$1; np=$2; exe=$3
+# Skip (exit 77) without a usable GPU; otherwise run the CUDA suite (it forks its ranks).
+probe=$1; exe=$2
 "$probe" || exit 77
-exec mpirun --oversubscribe -np "$np" "$exe"
+exec "$exe"

@@ -1,19 +1,22 @@
 // Every collective on device buffers over cuda_ipc_transport, against the
-// same sequential reference as the host suites. Launched by mpirun (MPI
-// only hands out the segment name); ranks share GPU rank % devices.
+// same sequential reference as the host suites, at 2 and 4 ranks: forked
+// processes (as the shm suite), so the CUDA tests need no MPI and run on
+// any machine with a GPU. Ranks share GPU rank % devices. Nothing touches
+// CUDA before the fork: a forked child cannot use its parent's context.
 // (CUDA defines a global `half`: with cuda_fp16.h in scope, say ringtree::half.)
 #include <doctest/doctest.h>
-#include <mpi.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/cuda_ipc.hpp>
-#include <ringtree/transport/shm_mpi.hpp>
 
 #include "../collective_check.hpp"
+#include "../process_check.hpp"
 
 using namespace ringtree;
 
@@ -23,7 +26,6 @@ namespace {
 // collective on device memory, copy back. So rt_test::check runs unchanged.
 struct device_comm {
   communicator<cuda_ipc_transport>& comm;
-  cudaStream_t stream;
   int rank() const { return comm.rank(); }
   int size() const { return comm.size(); }
 
@@ -33,8 +35,12 @@ struct device_comm {
     explicit dev(std::size_t n_) : n(n_) { if (n) detail::cuda_check(cudaMalloc(&p, n * sizeof(E)), "cudaMalloc", -1); }
     ~dev() { if (p) cudaFree(p); }
     std::span<E> span() { return {p, n}; }
-    void from(std::span<const E> h) { if (n) cudaMemcpy(p, h.data(), n * sizeof(E), cudaMemcpyHostToDevice); }
-    void to(std::span<E> h) { if (n) cudaMemcpy(h.data(), p, n * sizeof(E), cudaMemcpyDeviceToHost); }
+    void from(std::span<const E> h) {
+      if (n) detail::cuda_check(cudaMemcpy(p, h.data(), n * sizeof(E), cudaMemcpyHostToDevice), "cudaMemcpy to device", -1);
+    }
+    void to(std::span<E> h) {
+      if (n) detail::cuda_check(cudaMemcpy(h.data(), p, n * sizeof(E), cudaMemcpyDeviceToHost), "cudaMemcpy to host", -1);
+    }
   };
   template <class E, class F> void run(std::span<const E> in, std::span<E> out, F f) {
     dev<E> din(in.size()), dout(out.size());
@@ -67,38 +73,46 @@ struct device_comm {
   void barrier() { comm.barrier(); }
 };
 
-bool all_ranks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
+// One rank of an n-rank run: its first failure, "" when all cases agree.
+std::string run_rank(const std::string& name, int rank, int n) {
+  int devices = 0;
+  detail::cuda_check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount", rank);
+  detail::cuda_check(cudaSetDevice(rank % devices), "cudaSetDevice", rank);
+  cudaStream_t stream;
+  detail::cuda_check(cudaStreamCreate(&stream), "cudaStreamCreate", rank);
+  std::string first;
+  {
+    shm_options small = cuda_ipc_transport::gpu_defaults();
+    small.slot_bytes = 4096;  // many chunks, rings that fill up
+    cuda_ipc_transport t(name, rank, n, stream, small);
+    communicator_options opt;
+    opt.chunks.ring_chunk_bytes = 8192;
+    communicator comm(t, opt);
+    device_comm dc{comm};
+    // one GPU serves all ranks: keep 4 ranks short
+    const std::vector<std::size_t> counts = {0, 1, std::size_t(n + 1), 1000, std::size_t(n <= 2 ? 100'003 : 10'007)};
+    first = rt_test::run_cases<float, double, std::int32_t, std::uint8_t, ringtree::half, ringtree::bfloat16, std::int64_t>(
+        dc, counts);
+  }
+  detail::cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy", rank);
+  return first;
 }
 
 }  // namespace
 
 TEST_CASE("cuda_ipc: every collective, algorithm and op on device buffers matches the reference") {
-  int rank = 0, size = 1, devices = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
-  REQUIRE(cudaSetDevice(rank % devices) == cudaSuccess);
-  cudaStream_t stream;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  std::string first;
-  {
-    shm_options small = cuda_ipc_transport::gpu_defaults();
-    small.slot_bytes = 4096;  // many chunks, rings that fill up
-    cuda_ipc_transport t(shared_segment_name(MPI_COMM_WORLD), rank, size, stream, small);
-    communicator_options opt;
-    opt.chunks.ring_chunk_bytes = 8192;
-    communicator comm(t, opt);
-    device_comm dc{comm, stream};
-    for (const auto& c : rt_test::all_cases(size, {0, 1, std::size_t(size + 1), 1000, 100'003}))
-      for (auto f : {rt_test::check<float>(dc, c), rt_test::check<double>(dc, c), rt_test::check<std::int32_t>(dc, c),
-                     rt_test::check<std::uint8_t>(dc, c), rt_test::check<ringtree::half>(dc, c), rt_test::check<ringtree::bfloat16>(dc, c),
-                     rt_test::check<std::int64_t>(dc, c)})
-        if (first.empty()) first = f;
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const std::string name = detail::cat("/ringtree-test-cuda-", getpid(), "-", n);
+    const auto res = rt_test::run_processes(n, [&](int rank, FILE* out) {
+      const std::string first = run_rank(name, rank, n);
+      std::fprintf(out, "%s", first.c_str());
+      return first.empty() ? 0 : 1;
+    });
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CHECK_MESSAGE(res[r].text.empty(), res[r].text);
+      CHECK((WIFEXITED(res[r].status) && WEXITSTATUS(res[r].status) == 0));
+    }
   }
-  CHECK_MESSAGE(first.empty(), first);
-  CHECK(all_ranks(first.empty()));
-  cudaStreamDestroy(stream);
 }
