@@ -206,7 +206,7 @@ int run_on(Transport& t, const options& o) {
         const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi", "memcpy": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
         const bool ours = !is_mpi && !is_memcpy;
-        if (ours && a != algorithm::automatic && !detail::offers(c, a, {n, in_bytes, memory_kind::host, o.symmetric})) continue;  // not offered here
+        if (ours && a != algorithm::automatic && !detail::offers(c, a, comm.placed(in_bytes, o.symmetric))) continue;  // not offered here
         const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes, o.symmetric) : a;
         const std::string label = a == algorithm::automatic && ours ? name + ":" + std::string(to_string(runs)) : name;
         todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}});

@@ -223,9 +223,10 @@ inline bool rooted(collective c) {
 }
 
 // Every (collective, algorithm, op, root) combination for n ranks: the
-// algorithms of private memory, or (`symmetric`) the direct ones and automatic.
+// algorithms of private memory (with those that stream through staging
+// where `streams`), or (`symmetric`) the direct ones and automatic.
 inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0,
-                                        bool symmetric = false) {
+                                        bool symmetric = false, bool streams = false) {
   std::vector<case_desc> out;
   const collective colls[] = {collective::allreduce, collective::reduce,         collective::broadcast,
                               collective::scatter,   collective::gather,         collective::reduce_scatter,
@@ -233,7 +234,7 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
   for (auto what : colls) {
     std::vector<algorithm> algos;
     for (const auto& r : detail::rows)
-      if (r.what == what && (symmetric ? r.direct : !r.symmetric_only)) algos.push_back(r.id);
+      if (r.what == what && (symmetric ? r.direct : !r.window_only || (streams && r.streams))) algos.push_back(r.id);
     algos.push_back(algorithm::automatic);
     std::vector<op> ops = {op::sum};
     if (uses_op(what)) ops = {op::sum, op::prod, op::min, op::max, op::avg};
@@ -262,12 +263,21 @@ std::string check_case(Comm& comm, const case_desc& c, bool symmetric) {
   return check<E>(comm, c);
 }
 
+// Whether private calls on `comm` may stream through shared staging (the
+// communicator's rule: its transport maps control memory in calls).
+template <class Comm>
+bool streams_private(Comm& comm) {
+  if constexpr (requires { comm.transport(); })
+    return comm.size() > 1 && detail::maps_in_calls<std::remove_cvref_t<decltype(comm.transport())>>();
+  else return false;
+}
+
 // Runs every case (on symmetric buffers: the direct ones) on `comm`, every
 // rank every case even after a failure, to stay in step; the first failure.
 template <class... Es, class Comm>
 std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts, unsigned seed = 0, bool symmetric = false) {
   std::string first;
-  for (const auto& c : all_cases(comm.size(), counts, seed, symmetric)) {
+  for (const auto& c : all_cases(comm.size(), counts, seed, symmetric, streams_private(comm))) {
     std::string f[] = {check_case<Es>(comm, c, symmetric)...};
     for (auto& x : f)
       if (first.empty()) first = x;

@@ -136,6 +136,13 @@ class communicator {
   // the offered algorithms the first time a size bin is asked about (see
   // README, "Choosing algorithms"), unless the choice is cached.
   // `symmetric`: for a call on symmetric memory (comm.allocate).
+  // Where a call of `bytes` runs, which decides what is offered
+  // (detail::offers): on symmetric memory, or on private memory, which may
+  // stream through shared staging (where the transport maps control memory
+  // in calls, and not while tracing: the trace shows messages).
+  placement placed(std::size_t bytes, bool symmetric = false) const noexcept {
+    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, streams_private()};
+  }
   algorithm choose(collective c, std::size_t bytes, bool symmetric = false) {
     auto by = [&]<collective C>() { return symmetric ? pick_direct<C>(bytes) : pick<C>(bytes); };
     switch (c) {  // every collective, no default
@@ -308,6 +315,7 @@ class communicator {
     std::optional<detail::symmetric_heap::found> at{};  // the call's span in symmetric memory, if it is there
     std::size_t at_bytes = 0;                           // and its length
     std::optional<detail::symmetric_heap::found> in_at{};  // an out-of-place all-reduce's symmetric input
+    std::span<const std::byte> private_in{};  // or its private input, where the algorithm streams (not copied first)
     template <class... A>
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
@@ -382,8 +390,8 @@ class communicator {
     if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
     // An empty call may name a symmetric-only row: it moves nothing (finish picks a plain one).
     const bool symmetric = c.at.has_value() || sym.empty();
-    if (a != algorithm::automatic && !detail::offers(what, a, {size(), c.bytes, detail::memory_kind_of<Transport>(), symmetric})) {
-      const placement at{size(), c.bytes, detail::memory_kind_of<Transport>(), symmetric};  // the message is built only when needed
+    if (a != algorithm::automatic && !detail::offers(what, a, placed(c.bytes, symmetric))) {
+      const placement at = placed(c.bytes, symmetric);  // the message is built only when needed
       c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
                 size(), " ranks (available: ", detail::offered_names(what, &at), ")");
     }
@@ -400,12 +408,13 @@ class communicator {
     if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
     if (!c.at) c.algo = plain<C>(c);  // an empty call, above
   }
-  // c's algorithm where it runs over the transport (private scratch, an
-  // empty call): a symmetric-only row gives way to the usual choice.
+  // c's algorithm where it runs on private memory (private scratch, an
+  // empty call): a row not offered there gives way to the usual choice.
   template <collective C>
   algorithm plain(const call& c) {
-    return detail::find_row(C, c.algo)->symmetric_only ? pick<C>(c.bytes) : c.algo;
+    return detail::offers(C, c.algo, placed(c.bytes, false)) ? c.algo : pick<C>(c.bytes);
   }
+  bool streams_private() const noexcept { return size() > 1 && detail::maps_in_calls<Transport>() && !trace_; }
 
   // What automatic runs for C on `bytes` of symmetric memory: a direct row
   // (the user's RINGTREE_ALGO or option first, where offered there).
@@ -415,7 +424,7 @@ class communicator {
   static constexpr std::size_t one_shot_direct_bytes = std::size_t{512} << 10;  // read from all peers together
   template <collective C>
   algorithm pick_direct(std::size_t bytes) {
-    const placement at{size(), bytes, detail::memory_kind_of<Transport>(), true};
+    const placement at = placed(bytes, true);
     if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
     if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
     if constexpr (C == collective::allreduce)
@@ -436,7 +445,7 @@ class communicator {
   }
   template <collective C>
   algorithm pick_anew(std::size_t bytes) {
-    const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
+    const placement at = placed(bytes, false);
     if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
     if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
     int offered = 0;
@@ -479,7 +488,7 @@ class communicator {
   // can, by direct reads through a symmetric_window.
   template <collective C, class... A>
   void run(algorithm a, A&&... args) {
-    run_at<C>(a, nullptr, nullptr, 0, 0, args...);
+    run_at<C>(a, nullptr, nullptr, 0, 0, {}, args...);
   }
   // Only the window form: a direct call whose arguments the transport
   // forms do not take (reduce_scatter reads `in` where it is).
@@ -492,13 +501,13 @@ class communicator {
     // what the peers' lines must match: collective, algorithm, op, root, type
     const std::uint64_t what = std::uint64_t(C) | std::uint64_t(c.algo) << 8 | std::uint64_t(c.o) << 16 |
                                std::uint64_t(std::uint32_t(c.root + 1)) << 24 | std::uint64_t(c.type) << 56;
-    run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, args...);
+    run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, c.private_in, args...);
   }
   template <collective C, bool Lane = true, class... A>
   void run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
-              std::size_t at_bytes, std::uint64_t what, A&&... args) {
+              std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&&... args) {
     if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
-    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<Lane>(row, at, in_at, at_bytes, what, args...); }))
+    if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<Lane>(row, at, in_at, at_bytes, what, private_in, args...); }))
       throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
   }
   template <class X, class... A>
@@ -509,17 +518,22 @@ class communicator {
   static std::size_t first_span_bytes() noexcept { return 0; }
   template <bool Lane, class Row, class... A>
   void run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
-               std::size_t at_bytes, std::uint64_t what, A&... args) {
+               std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args) {
     using window = symmetric_window<decltype(memory())>;
     const char* name = to_string(Row::what).data();
     if constexpr (Row::direct && requires(window& w, const chunk_sizes& ch, A&... xs) { Row::run(w, ch, xs...); }) {
-      // Private memory too, for a row that stages small calls (not while
-      // tracing: the trace shows messages, and these move none).
+      // Private memory too, for a row that stages small calls or streams
+      // through staging (not while tracing: the trace shows messages, and
+      // these move none).
       const std::size_t bytes = first_span_bytes(args...);
       const bool staged = Row::stages && heap_ && !trace_ && bytes <= window::stage_capacity;
+      const bool streamed = Row::streams && at == nullptr && !staged && streams_private();
+      detail::symmetric_heap::found staging{};
+      if (streamed) staging = stream_staging(), at = &staging, at_bytes = stream_bytes();  // (maps the control memory first if need be)
       if (at != nullptr || staged) {
         if (at == nullptr) at_bytes = bytes;
         window w(*heap_, name, at, in_at, at_bytes, what, memory());
+        if (streamed) w.stream(private_in);
         try {
           row.run(w, opt_.chunks, args...);
         } catch (const std::exception& e) {
@@ -530,7 +544,7 @@ class communicator {
       }
     }
     // (flags, not a requires-expression: nvcc errs on one here)
-    if constexpr (Lane && !Row::symmetric_only) {
+    if constexpr (Lane && !Row::window_only) {
       auto l = lane();
       row.run(l, opt_.chunks, args...);
     } else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
@@ -585,7 +599,7 @@ class communicator {
   algorithm measure(int bin) {
     constexpr collective c = C;
     const std::size_t bytes = std::size_t{1} << bin;
-    const placement at{size(), bytes, detail::memory_kind_of<Transport>()};
+    const placement at = placed(bytes, false);
     const auto algos = detail::offered(c, &at);
     if (algos.size() < 2) return algos.empty() ? algorithm::automatic : algos.front();
     const int n = size();
@@ -688,6 +702,24 @@ class communicator {
     }
   }
 
+  // This rank's staging for private calls that stream through shared
+  // memory, mapped by the first such call (on every rank: they choose alike).
+  // Two segments of whole cache lines.
+  std::size_t stream_bytes() const noexcept { return std::max<std::size_t>(128, opt_.chunks.stream_bytes / 128 * 128); }
+  detail::symmetric_heap::found stream_staging() {
+    if constexpr (shared_memory_transport<Transport>) {
+      if (!stream_) {
+        open_heap();  // (choose may measure before any call has)
+        auto m = heap_ ? t_->map_shared(stream_bytes()) : std::nullopt;
+        if (!m) throw error("symmetric", rank(), "the transport mapped no staging memory");
+        stream_ = heap_->add(std::move(*m));
+      }
+      return {stream_.get(), 0};
+    } else {
+      throw error("symmetric", rank(), "this transport has no shared staging memory");
+    }
+  }
+
   std::unique_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
   communicator_options opt_;
@@ -698,6 +730,7 @@ class communicator {
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<detail::tuning_table> tuning_;
   std::unique_ptr<detail::symmetric_heap> heap_;  // shared control memory and symmetric buffers (open_heap)
+  std::shared_ptr<detail::symmetric_region> stream_;  // staging for private calls that stream (stream_staging)
   bool heap_tried_ = false;
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
@@ -716,10 +749,14 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
   if (out.empty()) return;
   // Out of place on symmetric memory: the direct rows read the peers'
   // inputs where they are, so `in` is not copied first.
-  if (c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->direct &&
-      !(std::integral<E> && o == op::avg))
+  const bool exact_avg = std::integral<E> && o == op::avg;  // sums remainders too, in scratch: needs out filled
+  if (c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->direct && !exact_avg)
     c.in_at = heap_->find(in.data(), in.size_bytes());
-  if (!c.in_at) memory().copy(out, in);
+  // On private memory, a row that streams copies `in` into staging itself.
+  if (!c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->streams &&
+      streams_private() && !exact_avg)
+    c.private_in = std::as_bytes(in);
+  if (!c.in_at && c.private_in.empty()) memory().copy(out, in);
   // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)
   const algorithm for_scratch = plain<collective::allreduce>(c);
   reduce_and_average(out, o, [&](auto data, op ro) {

@@ -10,6 +10,7 @@
 #include <ringtree/ringtree.hpp>
 
 #include "../collective_check.hpp"
+#include "host_check.hpp"
 
 using namespace ringtree;
 
@@ -23,6 +24,7 @@ communicator_options tiny_chunks() {
   o.chunks.ring_chunk_bytes = 64;
   o.chunks.tree_chunk_bytes = 24;
   o.chunks.chain_chunk_bytes = 40;
+  o.chunks.stream_bytes = 256;  // streamed two-shot: segments of 128 bytes, both halves in turn
   return o;
 }
 
@@ -31,10 +33,7 @@ std::vector<std::string> run_all(int n, const std::vector<std::size_t>& counts, 
   return rt_test::run_world<Es...>(n, counts, opt);
 }
 
-void expect_none(const std::vector<std::string>& failures) {
-  for (const auto& f : failures)
-    if (!f.empty()) FAIL_CHECK(f);
-}
+using rt_test::expect_none;
 
 }  // namespace
 

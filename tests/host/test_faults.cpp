@@ -23,6 +23,7 @@
 #include "../collective_check.hpp"
 #include "../fault_transport.hpp"
 #include "../process_check.hpp"
+#include "host_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
@@ -67,7 +68,7 @@ struct seen {
   int timeout_peer = -1;
 };
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using rt_test::has;
 
 // The survivors' verdict, common to both transports: nobody took longer
 // than `limit`; every error is a ringtree::error; at least one names the

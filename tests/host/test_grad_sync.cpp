@@ -23,6 +23,7 @@ using namespace ringtree;
 using namespace std::chrono_literals;
 
 #include "../train_check.hpp"
+#include "host_check.hpp"
 
 using namespace rt_train;
 
@@ -33,7 +34,7 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, floa
   for (std::size_t i = 0; i < a.size(); ++i)
     if (std::abs(a[i] - b[i]) > tol * (1 + std::abs(b[i]))) FAIL_CHECK("parameter " << i << ": " << a[i] << " vs " << b[i]);
 }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using rt_test::has;
 
 }  // namespace
 

@@ -26,6 +26,7 @@
 
 #include "../collective_check.hpp"
 #include "../process_check.hpp"
+#include "host_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
@@ -35,7 +36,7 @@ using rt_test::run_processes;
 namespace {
 
 bool exited_ok(const outcome& o) { return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0; }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using rt_test::has;
 std::string unique_name(const char* what) { return detail::cat("/ringtree-test-", what, "-", getpid()); }
 
 }  // namespace
@@ -68,11 +69,11 @@ TEST_CASE("shm: every collective between forked processes, bootstrapped from the
   }
 }
 
-// Three processes all-reduce (ring on private buffers, or two-shot on a
+// Three processes all-reduce with `a` (on private buffers, or on a
 // symmetric one, which the others read directly); rank 2 is killed between
 // two calls. The others must raise naming it, long before their timeout:
 // never a hang, never a SIGBUS on its pages.
-static void expect_killed_rank_named(const std::string& name, bool symmetric) {
+static void expect_killed_rank_named(const std::string& name, bool symmetric, algorithm a) {
   const auto t0 = std::chrono::steady_clock::now();
   auto res = run_processes(3, [&](int rank, FILE* out) {
     shm_options opt;
@@ -85,7 +86,6 @@ static void expect_killed_rank_named(const std::string& name, bool symmetric) {
     else v.resize(1 << 20);
     std::span<float> x = symmetric ? buf.span() : std::span<float>(v);
     std::fill(x.begin(), x.end(), 1.0f);
-    const algorithm a = symmetric ? algorithm::two_shot : algorithm::ring;
     comm.allreduce(x, op::sum, a);  // all alive: fine
     if (rank == 2) raise(SIGKILL);
     try {
@@ -107,7 +107,8 @@ static void expect_killed_rank_named(const std::string& name, bool symmetric) {
 }
 
 TEST_CASE("shm: a peer killed in the middle of a collective is named by the others, quickly") {
-  expect_killed_rank_named(unique_name("kill"), false);
+  expect_killed_rank_named(unique_name("kill"), false, algorithm::ring);
+  expect_killed_rank_named(unique_name("kill-streamed"), false, algorithm::two_shot);  // through shared staging
 }
 
 TEST_CASE("shm: a stalled peer raises timeout_error naming it") {
@@ -543,6 +544,6 @@ TEST_CASE("shm: symmetric buffers between forked processes: every direct algorit
 
 TEST_CASE("shm: a peer killed while the others read its symmetric buffer is named, with no SIGBUS and no hang") {
   const auto before = shm_entries();
-  expect_killed_rank_named(unique_name("symkill"), true);
+  expect_killed_rank_named(unique_name("symkill"), true, algorithm::two_shot);
   for (const auto& e : shm_entries()) CHECK_MESSAGE(before.count(e) == 1, "left behind in /dev/shm: " << e);
 }

@@ -15,13 +15,14 @@
 #include <ringtree/ringtree.hpp>
 
 #include "../collective_check.hpp"
+#include "host_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using rt_test::has;
 
 const algorithm allreduce_algos[] = {algorithm::ring, algorithm::tree, algorithm::recursive_doubling,
                                      algorithm::rabenseifner};

@@ -10,15 +10,13 @@
 #include <ringtree/ringtree.hpp>
 
 #include "../collective_check.hpp"
+#include "host_check.hpp"
 
 using namespace ringtree;
 
 namespace {
 
-void expect_none(const std::vector<std::string>& failures) {
-  for (const auto& f : failures)
-    if (!f.empty()) FAIL_CHECK(f);
-}
+using rt_test::expect_none;
 
 template <class... Es>
 std::vector<std::string> run_symmetric(int n, const std::vector<std::size_t>& counts, communicator_options opt) {
@@ -90,10 +88,12 @@ TEST_CASE("symmetric buffers: spans inside a buffer, automatic, and the plain al
       comm.allreduce(part, op::sum, a);
       for (int v : part) CHECK(v == 10);
     }
-    // a private buffer cannot run a symmetric-only row
+    // a private buffer cannot run a symmetric-only row; two-shot streams it through staging
     std::vector<int> priv(10, 1);
-    CHECK_THROWS_WITH_AS(comm.allreduce(priv, op::sum, algorithm::two_shot),
-                         doctest::Contains("algorithm two_shot is not available for allreduce"), error);
+    CHECK_THROWS_WITH_AS(comm.broadcast(std::span<int>(priv), 0, algorithm::direct),
+                         doctest::Contains("algorithm direct is not available for broadcast"), error);
+    comm.allreduce(priv, op::sum, algorithm::two_shot);
+    for (int v : priv) CHECK(v == 4);
   });
 }
 

@@ -42,6 +42,7 @@ struct chunk_sizes {
   std::size_t tree_chunk_bytes = std::size_t{1} << 16;  // keep every tree level busy
   std::size_t chain_chunk_bytes = std::size_t{1} << 18; // pipelined chain broadcast
   std::size_t direct_chunk_bytes = std::size_t{1} << 18; // a reader of symmetric memory follows its writer
+  std::size_t stream_bytes = std::size_t{1} << 20;       // each rank's staging for private calls that stream: two segments the caches hold
 };
 
 // What one call costs in the cost model's units (tuner.hpp).
@@ -58,6 +59,7 @@ struct placement {
   std::size_t bytes;  // what the call moves (see tuner.hpp)
   memory_kind memory;
   bool symmetric = false;  // the call's buffers lie in symmetric memory (transport/symmetric.hpp)
+  bool staging = false;    // private buffers may stream through the ranks' shared staging memory (ditto)
 };
 
 // What a row's cost counts depend on besides the buffer size: the rank
@@ -90,8 +92,9 @@ struct row {
   static constexpr algorithm id = A;
   static constexpr bool offered(const placement&) noexcept { return true; }
   static constexpr bool direct = false;          // true: runs on a symmetric_window (algorithms/direct.hpp) too
-  static constexpr bool symmetric_only = false;  // true: offered only on symmetric memory
-  static constexpr bool stages = false;          // true: its window form also runs small calls on private memory
+  static constexpr bool window_only = false;  // true: runs only on a symmetric_window, never over messages
+  static constexpr bool stages = false;       // true: its window form also runs small calls on private memory
+  static constexpr bool streams = false;      // true: its window form also runs on private memory, through staging
 };
 
 // Rank i's block when `count` elements are dealt to n ranks: the first

@@ -72,11 +72,12 @@ struct row_info {
   bool (*offered)(const placement&) noexcept;
   cost_counts (*counts)(const shape&, double) noexcept;
   bool direct;          // runs on symmetric memory by direct reads
-  bool symmetric_only;  // and only there
+  bool window_only;  // and only there (on symmetric memory, or streamed through staging)
+  bool streams;      // its window form also runs on private memory, through staging
 };
 template <class... Rows>
 constexpr auto infos(row_list<Rows...>) {
-  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::symmetric_only}...};
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::streams}...};
 }
 inline constexpr auto rows = infos(algorithm_table{});
 
@@ -126,7 +127,7 @@ constexpr bool offers(collective c, algorithm a, const placement& p) noexcept {
 // Whether row r counts for collective c: offered at p, or, without p,
 // offered somewhere on private memory (not a symmetric-only row).
 constexpr bool counts_for(const row_info& r, collective c, const placement* p) noexcept {
-  return r.what == c && (p == nullptr ? !r.symmetric_only : r.offered(*p));
+  return r.what == c && (p == nullptr ? !r.window_only : r.offered(*p));
 }
 
 // The algorithms of c (those offered at p, if given), in the table's order.

@@ -275,6 +275,17 @@ class symmetric_window {
     return {reinterpret_cast<const E*>(slot + 1), bytes_ / sizeof(E)};
   }
 
+  // A call on private memory that streams through staging (the window's
+  // span is then this rank's staging, not the caller's buffer): `in` is
+  // the caller's input, where it is apart from the output.
+  void stream(std::span<const std::byte> in) noexcept { streamed_ = true, private_in_ = in; }
+  bool streamed() const noexcept { return streamed_; }
+  template <class E>
+  std::span<const E> private_in(std::span<E> data) const noexcept {
+    if (private_in_.empty()) return data;
+    return {reinterpret_cast<const E*>(private_in_.data()), private_in_.size() / sizeof(E)};
+  }
+
   // My span may be read (and, where the algorithm says, written) from now on.
   void publish() {
     base_ = h_->next_call() << detail::phase_bits;
@@ -345,7 +356,8 @@ class symmetric_window {
   std::size_t bytes_;
   std::uint64_t what_, base_ = 0, stage_ = 0;
   M mem_;
-  bool out_of_place_;
+  bool out_of_place_, streamed_ = false;
+  std::span<const std::byte> private_in_;
 };
 
 }  // namespace ringtree
