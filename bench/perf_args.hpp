@@ -30,6 +30,7 @@ struct options {
   bool model = false;  // print the cost model's prediction next to each time
   bool symmetric = false;  // ringtree's rows on buffers from comm.allocate
   std::string transport = "mpi";
+  chunk_sizes chunks;  // the communicator's pipeline granularity (--ring-chunk, ...)
   std::string csv, json, plot;
   bool help = false;
 };
@@ -58,6 +59,9 @@ inline std::string usage() {
                           median: drift and noisy moments hit all alike (default 1)
   -c, --check 0|1         check every result against a reference (default 1)
   -t, --transport NAME    mpi (default) or shm (shared memory; all ranks on one host)
+      --ring-chunk SIZE   pipeline chunk of the ring algorithms (default 512K)
+      --tree-chunk SIZE   pipeline chunk of the tree algorithms (default 64K)
+      --stream-bytes SIZE staging per rank of two_shot on private buffers (default 1M)
       --csv FILE          also write the rows as CSV
       --json FILE         also write the rows as JSON
       --plot FILE.png     draw busbw against size, one line per algorithm (gnuplot)
@@ -95,6 +99,14 @@ inline long parse_int(const std::string& flag, std::string_view s, long lo, long
   return v;
 }
 }  // namespace detail_
+
+inline std::size_t parse_size(const std::string& flag, std::string s);
+// A pipeline granularity: a size of at least one byte.
+inline std::size_t parse_chunk(const std::string& flag, const std::string& s) {
+  const std::size_t v = parse_size(flag, s);
+  if (v == 0) detail_::bad(flag + ": " + s + " is below 1 byte");
+  return v;
+}
 
 // "8", "64K", "256M", "1G", optionally followed by "B".
 inline std::size_t parse_size(const std::string& flag, std::string s) {
@@ -162,6 +174,9 @@ inline options parse(int argc, const char* const* argv) {
     } else if (flag == "-R" || flag == "--root") o.root = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
     else if (flag == "-w" || flag == "--warmup") o.warmup = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
     else if (flag == "-n" || flag == "--iters") o.iters = static_cast<int>(detail_::parse_int(flag, value, 1, 1 << 20));
+    else if (flag == "--ring-chunk") o.chunks.ring_chunk_bytes = parse_chunk(flag, value);
+    else if (flag == "--tree-chunk") o.chunks.tree_chunk_bytes = parse_chunk(flag, value);
+    else if (flag == "--stream-bytes") o.chunks.stream_bytes = parse_chunk(flag, value);
     else if (flag == "--rounds") o.rounds = static_cast<int>(detail_::parse_int(flag, value, 1, 1000));
     else if (flag == "-c" || flag == "--check") o.check = detail_::parse_int(flag, value, 0, 1) == 1;
     else if (flag == "-t" || flag == "--transport") {

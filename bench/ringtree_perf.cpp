@@ -154,7 +154,9 @@ void write_plot(const std::string& png, const std::vector<row>& rows, int n) {
 
 template <class E, class Transport>
 int run_on(Transport& t, const options& o) {
-  communicator comm(t);
+  communicator_options copt;
+  copt.chunks = o.chunks;
+  communicator comm(t, copt);
   mpi_reference mpi(MPI_COMM_WORLD);
   const int n = comm.size(), me = comm.rank();
   if (o.root >= n) throw error("ringtree-perf", me, detail::cat("--root ", o.root, " is out of range for ", n, " ranks"));

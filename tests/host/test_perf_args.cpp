@@ -40,6 +40,11 @@ TEST_CASE("ringtree-perf parses nccl-tests style flags") {
   CHECK_FALSE(parse_args({}).model);
   CHECK(parse_args({}).rounds == 1);
   CHECK(parse_args({"--rounds", "7"}).rounds == 7);
+  const auto c = parse_args({"--ring-chunk", "64K", "--tree-chunk=16K", "--stream-bytes", "256K"}).chunks;
+  CHECK(c.ring_chunk_bytes == 65536);
+  CHECK(c.tree_chunk_bytes == 16384);
+  CHECK(c.stream_bytes == 262144);
+  CHECK(parse_args({}).chunks.ring_chunk_bytes == chunk_sizes{}.ring_chunk_bytes);
   // every algorithm of the table is in the help text
   for (algorithm a : {algorithm::ring, algorithm::one_shot, algorithm::scatter_allgather, algorithm::dissemination})
     CHECK(usage().find(std::string(to_string(a))) != std::string::npos);
@@ -63,6 +68,7 @@ TEST_CASE("ringtree-perf rejects bad flags and values with a message that names 
   fails({"-n", "0"}, "-n: 0 is below 1");
   fails({"-c", "2"}, "-c: 2 is above 1");
   fails({"--rounds", "0"}, "--rounds: 0 is below 1");
+  fails({"--ring-chunk", "0"}, "--ring-chunk: 0 is below 1 byte");
   fails({"-t", "carrier-pigeon"}, "unknown transport 'carrier-pigeon'");
   fails({"stray"}, "unexpected argument 'stray'");
 }
