@@ -32,8 +32,12 @@ communicator_options small_steps() {
 
 }  // namespace
 
-TEST_CASE("symmetric buffers: every direct algorithm matches the reference at 1..16 ranks") {
-  for (int n = 1; n <= rt_test::max_ranks(16); ++n) {
+// Every count to 8, then odd, even and power-of-two ones to 16: the direct
+// algorithms' rank arithmetic is blocks and rank order, and every count
+// from 1 to 16 took a minute of the suite's 3 (CI has 30 minutes).
+TEST_CASE("symmetric buffers: every direct algorithm matches the reference at 1..8, 11, 12 and 16 ranks") {
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 16}) {
+    if (n > rt_test::max_ranks(16)) break;
     CAPTURE(n);
     expect_none(run_symmetric<float, std::int32_t, half, std::uint8_t>(n, rt_test::edge_counts(n), small_steps()));
   }

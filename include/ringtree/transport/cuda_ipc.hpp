@@ -140,6 +140,9 @@ struct device_memory {
       case op::max: launch(detail::maximum{}); break;
     }
     detail::cuda_check(cudaGetLastError(), "reduce kernel launch", rank);
+    // A call may end with this kernel, and calls return when their work is
+    // done (and peers may read acc once this rank says so): wait for it.
+    detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", rank);
   }
   template <class E>
   void average(std::span<E> data, int ranks) const {
