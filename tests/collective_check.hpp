@@ -263,12 +263,11 @@ std::string check_case(Comm& comm, const case_desc& c, bool symmetric) {
   return check<E>(comm, c);
 }
 
-// Whether private calls on `comm` may stream through shared staging (the
-// communicator's rule: its transport maps control memory in calls).
+// Whether private calls on `comm` may stream through shared staging, as
+// the communicator itself says.
 template <class Comm>
 bool streams_private(Comm& comm) {
-  if constexpr (requires { comm.transport(); })
-    return comm.size() > 1 && detail::maps_in_calls<std::remove_cvref_t<decltype(comm.transport())>>();
+  if constexpr (requires { comm.placed(std::size_t{0}); }) return comm.placed(0).staging;
   else return false;
 }
 

@@ -136,13 +136,6 @@ class communicator {
   // the offered algorithms the first time a size bin is asked about (see
   // README, "Choosing algorithms"), unless the choice is cached.
   // `symmetric`: for a call on symmetric memory (comm.allocate).
-  // Where a call of `bytes` runs, which decides what is offered
-  // (detail::offers): on symmetric memory, or on private memory, which may
-  // stream through shared staging (where the transport maps control memory
-  // in calls, and not while tracing: the trace shows messages).
-  placement placed(std::size_t bytes, bool symmetric = false) const noexcept {
-    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, streams_private()};
-  }
   algorithm choose(collective c, std::size_t bytes, bool symmetric = false) {
     auto by = [&]<collective C>() { return symmetric ? pick_direct<C>(bytes) : pick<C>(bytes); };
     switch (c) {  // every collective, no default
@@ -157,6 +150,14 @@ class communicator {
     }
     throw error("choose", rank(), "no such collective");
   }
+  // Where a call of `bytes` runs, which decides what is offered
+  // (detail::offers): on symmetric memory, or on private memory, which may
+  // stream through shared staging (where the transport maps control memory
+  // in calls, and not while tracing: the trace shows messages).
+  placement placed(std::size_t bytes, bool symmetric = false) const noexcept {
+    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, streams_private()};
+  }
+
   // Measures every size bin of collective c up to `max_bytes` now (a
   // collective call), instead of on first use.
   void tune(collective c, std::size_t max_bytes = std::size_t{1} << detail::tuning_table::max_bin) {
@@ -414,6 +415,7 @@ class communicator {
   algorithm plain(const call& c) {
     return detail::offers(C, c.algo, placed(c.bytes, false)) ? c.algo : pick<C>(c.bytes);
   }
+  // placed()'s staging rule
   bool streams_private() const noexcept { return size() > 1 && detail::maps_in_calls<Transport>() && !trace_; }
 
   // What automatic runs for C on `bytes` of symmetric memory: a direct row
