@@ -137,6 +137,7 @@ class communicator {
   // README, "Choosing algorithms"), unless the choice is cached.
   // `symmetric`: for a call on symmetric memory (comm.allocate).
   algorithm choose(collective c, std::size_t bytes, bool symmetric = false) {
+    if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // what is offered depends on it
     auto by = [&]<collective C>() { return symmetric ? pick_direct<C>(bytes) : pick<C>(bytes); };
     switch (c) {  // every collective, no default
       case collective::allreduce: return by.template operator()<collective::allreduce>();
@@ -405,7 +406,7 @@ class communicator {
   void finish(call& c) {
     if (opt_.checked && size() > 1) compare(c, std::string(to_string(C)));
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
-    if (size() > 1 && detail::maps_in_calls<Transport>()) open_heap();  // stages small calls
+    if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // stages small calls
     if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
     if (!c.at) c.algo = plain<C>(c);  // an empty call, above
   }
@@ -416,7 +417,10 @@ class communicator {
     return detail::offers(C, c.algo, placed(c.bytes, false)) ? c.algo : pick<C>(c.bytes);
   }
   // placed()'s staging rule
-  bool streams_private() const noexcept { return size() > 1 && detail::maps_in_calls<Transport>() && !trace_; }
+  // (MPI ranks on several hosts map nothing: known from the first call on)
+  bool streams_private() const noexcept {
+    return size() > 1 && detail::maps_in_calls(*t_) && !trace_ && (heap_ || !heap_tried_);
+  }
 
   // What automatic runs for C on `bytes` of symmetric memory: a direct row
   // (the user's RINGTREE_ALGO or option first, where offered there).
@@ -699,7 +703,7 @@ class communicator {
     if constexpr (shared_memory_transport<Transport>) {
       if (heap_tried_) return;
       heap_tried_ = true;
-      if (auto control = t_->map_shared(detail::control_bytes))
+      if (auto control = detail::map_in_call(*t_, detail::control_bytes))
         heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control), detail::cores_of_all(*t_));
     }
   }
@@ -712,7 +716,7 @@ class communicator {
     if constexpr (shared_memory_transport<Transport>) {
       if (!stream_) {
         open_heap();  // (choose may measure before any call has)
-        auto m = heap_ ? t_->map_shared(stream_bytes()) : std::nullopt;
+        auto m = heap_ ? detail::map_in_call(*t_, stream_bytes()) : std::nullopt;
         if (!m) throw error("symmetric", rank(), "the transport mapped no staging memory");
         stream_ = heap_->add(std::move(*m));
       }

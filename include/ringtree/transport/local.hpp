@@ -69,7 +69,7 @@ class local_transport {
   using memory_type = host_memory;
   static constexpr const char* name = "local";
   static constexpr bool in_process = true;  // every rank is a thread of this process
-  static constexpr bool maps_in_calls = true;  // shared_mapping.hpp
+  static constexpr bool maps_in_calls() noexcept { return true; }  // shared_mapping.hpp
 
   class request {
    public:

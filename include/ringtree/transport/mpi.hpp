@@ -44,6 +44,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/segments.hpp>
 #include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 
@@ -195,6 +196,14 @@ class mpi_transport {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    MPI_Comm local = MPI_COMM_NULL;  // whether every rank is on this host (symmetric memory)
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+    int local_size = 0, here = 0;
+    MPI_Comm_size(local, &local_size);
+    MPI_Comm_free(&local);
+    here = local_size == size_ ? 1 : 0;
+    check(MPI_Allreduce(MPI_IN_PLACE, &here, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+    one_host_ = here == 1;
   }
   mpi_transport(const mpi_transport&) = delete;
   mpi_transport& operator=(const mpi_transport&) = delete;
@@ -249,16 +258,9 @@ class mpi_transport {
       std::vector<std::byte> all(size_);
       detail::exchange_all(*this, std::span(&here, 1), std::span(all));
     }
+    if (!one_host_) return std::nullopt;
     MPI_Comm local = MPI_COMM_NULL;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
-    int local_size = 0, all_here = 0;
-    MPI_Comm_size(local, &local_size);
-    const int here = local_size == size_ ? 1 : 0;
-    check(MPI_Allreduce(&here, &all_here, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
-    if (!all_here) {
-      MPI_Comm_free(&local);
-      return std::nullopt;
-    }
     constexpr std::size_t page = 4096, line = 64;
     const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
     MPI_Info info;
@@ -301,6 +303,19 @@ class mpi_transport {
     m.peer_problem = [](int) { return std::string(); };  // MPI cannot tell; the timeout does
     m.timeout = *opt_.timeout;
     return m;
+  }
+
+  // Control memory and staging, mapped in collective calls (maps_in_calls,
+  // shared_mapping.hpp) where every rank is on this host: POSIX segments
+  // (segments.hpp), set up with this transport's own messages under its
+  // timeout and freed without the peers. (None where the ranks, on one
+  // host by name, see different /dev/shm: every rank then gets nothing.)
+  bool maps_in_calls() const noexcept { return one_host_; }
+  std::optional<shared_mapping> map_in_call(std::size_t bytes) {
+    check_usable("symmetric memory");
+    if (!one_host_) return std::nullopt;
+    return detail::map_segments(*this, bytes, [](int) { return std::string(); }, *opt_.timeout,
+                                detail::sharing::if_one_host);
   }
 
   // Collectives on a background thread (grad_sync) while the program's own
@@ -456,6 +471,7 @@ class mpi_transport {
   mpi_options opt_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  bool one_host_ = false;  // every rank on this host (MPI_COMM_TYPE_SHARED)
   std::string broken_;                   // the first failure; "" while usable
   std::vector<MPI_Request> abandoned_;   // requests MPI still owns after a failure
   std::shared_ptr<detail::mpi_parking> parking_ = std::make_shared<detail::mpi_parking>();

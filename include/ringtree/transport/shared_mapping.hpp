@@ -41,13 +41,22 @@ namespace detail {
 
 // Whether a communicator may map its control memory in its first
 // collective call, to stage small calls on private memory (symmetric.hpp),
-// rather than only when the program calls allocate: true where map_shared
-// moves only the transport's own messages, under its timeout, and frees
-// without talking to the peers (T::maps_in_calls; MPI's windows do neither).
+// and the staging that private calls stream through, rather than only when
+// the program calls allocate: true where the mapping moves only the
+// transport's own messages, under its timeout, and frees without talking
+// to the peers (t.maps_in_calls(): MPI's, only where all ranks share a host).
 template <class T>
-constexpr bool maps_in_calls() {
-  if constexpr (requires { T::maps_in_calls; }) return T::maps_in_calls;
+bool maps_in_calls(const T& t) noexcept {
+  if constexpr (requires { { t.maps_in_calls() } -> std::same_as<bool>; }) return t.maps_in_calls();
   else return false;
+}
+// Such a mapping: t.map_in_call(bytes) where map_shared itself cannot be
+// made in calls (MPI's windows are made and freed by MPI collectives, which
+// have no timeout), else map_shared.
+template <class T>
+std::optional<shared_mapping> map_in_call(T& t, std::size_t bytes) {
+  if constexpr (requires { t.map_in_call(bytes); }) return t.map_in_call(bytes);
+  else return t.map_shared(bytes);
 }
 
 // Every rank sends `mine` to every other and receives theirs into `all`

@@ -65,6 +65,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/segments.hpp>
 #include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 
@@ -250,18 +251,6 @@ inline bool same_job(const std::string& theirs, const std::string& mine, int cre
   const bool by_parent = theirs.rfind("parent ", 0) == 0 && mine.rfind("parent ", 0) == 0;
   const int me = static_cast<int>(getpid());
   return by_parent && (is_ancestor(creator, me) || is_ancestor(me, creator));
-}
-
-// A name nobody can guess: 128 random bits.
-inline std::string random_shm_name() {
-  std::random_device rd;
-  std::string s = "/ringtree-";
-  for (int i = 0; i < 4; ++i) {
-    char buf[9];
-    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
-    s += buf;
-  }
-  return s;
 }
 
 // The mapped segment: creation, attachment (claiming this rank's line),
@@ -461,22 +450,6 @@ class shm_segment {
   bool creator_ = false, unlinked_ = false;
 };
 
-// One rank's views of a symmetric mapping's regions (each rank's own
-// segment): unmapped together; its own segment's name is unlinked as soon
-// as every peer has mapped it, or here if set-up failed before that.
-struct shm_views {
-  explicit shm_views(int n, std::size_t len) : at(n, nullptr), bytes(len) {}
-  shm_views(const shm_views&) = delete;
-  ~shm_views() {
-    for (void* p : at)
-      if (p != nullptr) munmap(p, bytes);
-    if (!own_name.empty()) shm_unlink(own_name.c_str());
-  }
-  std::vector<void*> at;
-  std::size_t bytes;
-  std::string own_name;
-};
-
 // Why rank r of `seg` can no longer answer, or "".
 inline std::string shm_peer_problem(const shm_segment& seg, int r) {
   const int pid = seg.rank_line(r)->pid.load();
@@ -526,7 +499,7 @@ class slot_transport {
  public:
   using memory_type = typename Slots::memory_type;
   static constexpr const char* name = Slots::name;
-  static constexpr bool maps_in_calls = std::same_as<Slots, detail::host_slots>;  // shared_mapping.hpp
+  static constexpr bool maps_in_calls() noexcept { return std::same_as<Slots, detail::host_slots>; }  // shared_mapping.hpp
 
   class request {
    public:
@@ -618,75 +591,14 @@ class slot_transport {
 
   memory_type memory() const noexcept { return slots_.memory(); }
 
-  // Symmetric memory (shared_mapping.hpp), a collective call: every rank
-  // makes a segment of its own (0600, an unguessable name, first touched
-  // by its owner, huge pages where the system gives them to shared
-  // memory), the names go round, every rank maps every segment, and each
-  // name is unlinked once all have mapped it. A segment's pages live as
-  // long as anyone maps them, so a reader never faults on a dead peer's.
+  // Symmetric memory (shared_mapping.hpp), a collective call: a POSIX
+  // segment per rank, mapped by all (segments.hpp).
   template <class S = Slots>
     requires std::same_as<S, detail::host_slots>
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
     check_usable("symmetric memory");
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
-    auto views = std::make_shared<detail::shm_views>(size_, len);
-    auto fail = [&](const std::string& what) {
-      return error("symmetric memory", rank_, detail::cat(what, ": ", std::strerror(errno)));
-    };
-    char names[64] = {};
-    std::snprintf(names, sizeof names, "%s", detail::random_shm_name().c_str());
-    const int fd = shm_open(names, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) throw fail(detail::cat("cannot create shared memory ", names));
-    views->own_name = names;
-    if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
-      const error e = fail(detail::cat("cannot size ", names, " to ", len, " bytes"));
-      close(fd);
-      throw e;
-    }
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) throw fail(detail::cat("cannot map ", len, " bytes of ", names));
-    views->at[rank_] = p;
-    madvise(p, len, MADV_HUGEPAGE);  // a hint: refused where shared memory gets no huge pages
-    std::memset(p, 0, len);          // the owner touches its pages first: they are local to it
-    std::vector<char> all(sizeof names * size_);
-    detail::exchange_all(*this, std::as_bytes(std::span(names)), std::as_writable_bytes(std::span(all)));
-    for (int q = 0; q < size_; ++q) {
-      if (q == rank_) continue;
-      const char* name = &all[q * sizeof names];
-      if (strnlen(name, sizeof names) == sizeof names)
-        throw error("symmetric memory", rank_, detail::cat("rank ", q, " sent no segment name (mismatched allocate calls?)"));
-      const int qfd = shm_open(name, O_RDWR, 0);
-      if (qfd < 0) {  // most likely the peer gave up (and removed it): say so
-        if (auto why = detail::shm_peer_problem(*seg_, q); !why.empty()) throw error("symmetric memory", rank_, why);
-        throw fail(detail::cat("cannot open rank ", q, "'s segment ", name));
-      }
-      struct stat st {};
-      if (fstat(qfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 0077) != 0 ||
-          st.st_size != static_cast<off_t>(len)) {
-        close(qfd);
-        throw error("symmetric memory", rank_, detail::cat("rank ", q, "'s segment ", name, " is not ", len,
-                                                    " bytes of this user's private memory (allocate called with "
-                                                    "different counts?)"));
-      }
-      void* qp = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, qfd, 0);
-      close(qfd);
-      if (qp == MAP_FAILED) throw fail(detail::cat("cannot map rank ", q, "'s segment ", name));
-      views->at[q] = qp;
-    }
-    const std::byte mapped{1};
-    std::vector<std::byte> acks(size_);
-    detail::exchange_all(*this, std::span(&mapped, 1), std::span(acks));
-    shm_unlink(views->own_name.c_str());
-    views->own_name.clear();
-    shared_mapping m;
-    for (void* v : views->at) m.bases.push_back(static_cast<std::byte*>(v));
-    m.bytes = len;
-    m.keep = views;
-    m.peer_problem = [seg = seg_](int q) { return detail::shm_peer_problem(*seg, q); };
-    m.timeout = *opt_.timeout;
-    return m;
+    return detail::map_segments(*this, bytes, [seg = seg_](int q) { return detail::shm_peer_problem(*seg, q); },
+                                *opt_.timeout, detail::sharing::required);
   }
 
   const std::string& segment_name() const noexcept { return seg_->name(); }
