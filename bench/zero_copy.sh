@@ -10,6 +10,8 @@
 #   over     shm, 4 ranks on this machine's cores (oversubscribed on 2):
 #            MPI's time / shm's (at least 1 is the target)
 #   mpi      the MPI transport, 2 ranks: MPI's time / ringtree's
+#   floor    bench/line_exchange (two processes trading one cache line, the
+#            least an 8-byte all-reduce can take here) against MPI's 8 B time
 set -euo pipefail
 build=${1:?usage: bench/zero_copy.sh BUILD [REPS]}
 reps=${2:-3}
@@ -29,6 +31,7 @@ for r in $(seq 1 "$reps"); do
   run "private.$r" 2 -t shm -b 8 -e 64M -f 2 -a automatic,mpi,memcpy --rounds 3
   run "symmetric.$r" 2 -t shm --symmetric -b 8 -e 64M -f 2 -a automatic,one_shot,two_shot,mpi,memcpy --rounds 3
   run "over.$r" 4 -t shm -b 8 -e 64M -f 8 -a automatic,mpi --rounds 3
+  "$build/bench/line_exchange" >"$tmp/floor.$r.txt"
   run "mpi.$r" 2 -t mpi -b 8 -e 64M -f 2 -a automatic,two_shot,ring,mpi --rounds 3
 done
 python3 - "$tmp" "$reps" <<'PY'
@@ -62,6 +65,10 @@ table("private", "shm, 2 ranks, private buffers: automatic's time / MPI_Allreduc
 table("symmetric", "shm, 2 ranks, symmetric buffers: time / MPI_Allreduce's (8B <= 0.5); busbw / memcpy's (64M >= 0.6)",
       [("auto time/mpi", lambda r: ratio(t(r, "automatic"), t(r, "mpi"))), ("auto busbw/memcpy", lambda r: ratio(bw(r, "automatic"), bw(r, "memcpy"))),
        ("two_shot busbw/memcpy", lambda r: ratio(bw(r, "two_shot"), bw(r, "memcpy")))])
+floors = [float(open(f"{tmp}/floor.{r}.txt").read().split(": ")[1].split()[0]) for r in range(1, reps + 1)]
+vals = [f / t(load("symmetric", r)[8], "mpi") for r, f in zip(range(1, reps + 1), floors)]
+print(f"\n# the floor at 8B: line_exchange's time / MPI_Allreduce's (no all-reduce can go below it)\n"
+      f"    8B {statistics.median(vals):6.2f} ({' '.join(f'{v:.2f}' for v in vals)}); line_exchange {' '.join(f'{f:.3f}' for f in floors)} us")
 table("over", "shm, 4 ranks on the machine's cores, private buffers: MPI's time / automatic's (>= 1)",
       [("mpi/auto", lambda r: ratio(t(r, "mpi"), t(r, "automatic")))])
 table("mpi", "MPI transport, 2 ranks: MPI_Allreduce's time / ringtree's (>= 1.0 at 1M-64M)",
