@@ -2,7 +2,7 @@
 # The targets of issue 16 (zero copies within a host), each as a ratio
 # measured in one run of ringtree-perf, repeated REPS times (median shown,
 # every repetition listed):
-#   bench/zero_copy.sh BUILD [REPS=3]
+#   bench/zero_copy.sh BUILD [REPS=3] [ROWS="private symmetric over mpi"]
 # Rows:
 #   private  shm, 2 ranks, the caller's own buffers: time / MPI_Allreduce's,
 #            and busbw / one core's memcpy of the same bytes
@@ -15,6 +15,7 @@
 set -euo pipefail
 build=${1:?usage: bench/zero_copy.sh BUILD [REPS]}
 reps=${2:-3}
+rows=${3:-private symmetric over mpi}
 perf=$build/bench/ringtree-perf
 [ -x "$perf" ] || { echo "zero_copy.sh: no $perf (build first)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -28,15 +29,20 @@ run() {  # NAME NP ARGS...
 }
 for r in $(seq 1 "$reps"); do
   echo "# repetition $r of $reps" >&2
-  run "private.$r" 2 -t shm -b 8 -e 64M -f 2 -a automatic,mpi,memcpy --rounds 3
-  run "symmetric.$r" 2 -t shm --symmetric -b 8 -e 64M -f 2 -a automatic,one_shot,two_shot,mpi,memcpy --rounds 3
-  run "over.$r" 4 -t shm -b 8 -e 64M -f 8 -a automatic,mpi --rounds 3
-  "$build/bench/line_exchange" >"$tmp/floor.$r.txt"
-  run "mpi.$r" 2 -t mpi -b 8 -e 64M -f 2 -a automatic,two_shot,ring,mpi --rounds 3
+  for row in $rows; do
+    case $row in
+      private) run "private.$r" 2 -t shm -b 8 -e 64M -f 2 -a automatic,mpi,memcpy --rounds 3;;
+      symmetric) run "symmetric.$r" 2 -t shm --symmetric -b 8 -e 64M -f 2 -a automatic,one_shot,two_shot,mpi,memcpy --rounds 3;;
+      over) run "over.$r" 4 -t shm -b 8 -e 64M -f 8 -a automatic,mpi --rounds 3;;
+      mpi) "$build/bench/line_exchange" >"$tmp/floor.$r.txt"
+           run "mpi.$r" 2 -t mpi -b 8 -e 64M -f 2 -a automatic,two_shot,ring,mpi --rounds 3;;
+      *) echo "zero_copy.sh: no row '$row' (private symmetric over mpi)" >&2; exit 2;;
+    esac
+  done
 done
-python3 - "$tmp" "$reps" <<'PY'
+python3 - "$tmp" "$reps" "$rows" <<'PY'
 import csv, statistics, sys
-tmp, reps = sys.argv[1], int(sys.argv[2])
+tmp, reps, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 def load(name, r):
     rows = {}
     for row in csv.DictReader(open(f"{tmp}/{name}.{r}.csv")):
@@ -47,6 +53,7 @@ def human(b):
         if b >= f and b % f == 0: return f"{b // f}{unit}"
     return f"{b}B"
 def table(name, title, cols):
+    if name not in rows: return
     print(f"\n# {title}")
     runs = [load(name, r) for r in range(1, reps + 1)]
     print(f"{'size':>6} " + " ".join(f"{c[0]:>26}" for c in cols))
@@ -65,10 +72,11 @@ table("private", "shm, 2 ranks, private buffers: automatic's time / MPI_Allreduc
 table("symmetric", "shm, 2 ranks, symmetric buffers: time / MPI_Allreduce's (8B <= 0.5); busbw / memcpy's (64M >= 0.6)",
       [("auto time/mpi", lambda r: ratio(t(r, "automatic"), t(r, "mpi"))), ("auto busbw/memcpy", lambda r: ratio(bw(r, "automatic"), bw(r, "memcpy"))),
        ("two_shot busbw/memcpy", lambda r: ratio(bw(r, "two_shot"), bw(r, "memcpy")))])
-floors = [float(open(f"{tmp}/floor.{r}.txt").read().split(": ")[1].split()[0]) for r in range(1, reps + 1)]
-vals = [f / t(load("symmetric", r)[8], "mpi") for r, f in zip(range(1, reps + 1), floors)]
-print(f"\n# the floor at 8B: line_exchange's time / MPI_Allreduce's (no all-reduce can go below it)\n"
-      f"    8B {statistics.median(vals):6.2f} ({' '.join(f'{v:.2f}' for v in vals)}); line_exchange {' '.join(f'{f:.3f}' for f in floors)} us")
+if "mpi" in rows:
+    floors = [float(open(f"{tmp}/floor.{r}.txt").read().split(": ")[1].split()[0]) for r in range(1, reps + 1)]
+    vals = [f / t(load("mpi", r)[8], "mpi") for r, f in zip(range(1, reps + 1), floors)]
+    print(f"\n# the floor at 8B: line_exchange's time / MPI_Allreduce's (no all-reduce can go below it)\n"
+          f"    8B {statistics.median(vals):6.2f} ({' '.join(f'{v:.2f}' for v in vals)}); line_exchange {' '.join(f'{f:.3f}' for f in floors)} us")
 table("over", "shm, 4 ranks on the machine's cores, private buffers: MPI's time / automatic's (>= 1)",
       [("mpi/auto", lambda r: ratio(t(r, "mpi"), t(r, "automatic")))])
 table("mpi", "MPI transport, 2 ranks: MPI_Allreduce's time / ringtree's (>= 1.0 at 1M-64M)",

@@ -255,11 +255,16 @@ inline std::vector<case_desc> symmetric_cases(int n, const std::vector<std::size
   return all_cases(n, counts, seed, true);
 }
 
-// One case on private or (where `comm` can allocate) symmetric buffers.
+// One case on private or (where `comm` can allocate) symmetric buffers;
+// a wrapper whose symmetric buffers are not host memory says how it makes
+// them (comm.symmetric_buffers(): a Buffers policy as above).
 template <class E, class Comm>
 std::string check_case(Comm& comm, const case_desc& c, bool symmetric) {
-  if constexpr (requires { comm.template allocate<E>(std::size_t{0}); })
+  if constexpr (requires { comm.symmetric_buffers(); }) {
+    if (symmetric) return check_all<E>(comm, c, comm.symmetric_buffers()).first;
+  } else if constexpr (requires { comm.template allocate<E>(std::size_t{0}); }) {
     if (symmetric) return check_symmetric<E>(comm, c);
+  }
   return check<E>(comm, c);
 }
 

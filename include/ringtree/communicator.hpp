@@ -433,11 +433,13 @@ class communicator {
     const placement at = placed(bytes, true);
     if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
     if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
-    if constexpr (C == collective::allreduce)
+    if constexpr (C == collective::allreduce) {
       return bytes * static_cast<std::size_t>(size() - 1) <= one_shot_direct_bytes ? algorithm::one_shot : algorithm::two_shot;
-    for (const auto& r : detail::rows)
-      if (r.what == C && r.direct && r.offered(at)) return r.id;
-    return pick<C>(bytes);  // no direct row: the usual choice
+    } else {  // (else: nvcc warns of an unreachable loop)
+      for (const auto& r : detail::rows)
+        if (r.what == C && r.direct && r.offered(at)) return r.id;
+      return pick<C>(bytes);  // no direct row: the usual choice
+    }
   }
 
   // What automatic runs for C on `bytes` (see choose).
@@ -703,7 +705,7 @@ class communicator {
     if constexpr (shared_memory_transport<Transport>) {
       if (heap_tried_) return;
       heap_tried_ = true;
-      if (auto control = detail::map_in_call(*t_, detail::control_bytes))
+      if (auto control = detail::map_control(*t_, detail::control_bytes))
         heap_ = std::make_unique<detail::symmetric_heap>(rank(), size(), std::move(*control), detail::cores_of_all(*t_));
     }
   }
@@ -716,7 +718,7 @@ class communicator {
     if constexpr (shared_memory_transport<Transport>) {
       if (!stream_) {
         open_heap();  // (choose may measure before any call has)
-        auto m = heap_ ? detail::map_in_call(*t_, stream_bytes()) : std::nullopt;
+        auto m = heap_ ? detail::map_control(*t_, stream_bytes()) : std::nullopt;
         if (!m) throw error("symmetric", rank(), "the transport mapped no staging memory");
         stream_ = heap_->add(std::move(*m));
       }

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,10 +26,31 @@ namespace {
 
 // The communicator's calls on host spans: copy to the device, run the
 // collective on device memory, copy back. So rt_test::check runs unchanged.
+// Host spans made by symmetric_buffers() stand for device symmetric
+// buffers (comm.allocate): their calls run on those.
 struct device_comm {
   communicator<cuda_ipc_transport>& comm;
+  std::map<const void*, std::span<std::byte>> symmetric{};  // host span's data -> its symmetric buffer
   int rank() const { return comm.rank(); }
   int size() const { return comm.size(); }
+
+  struct device_symmetric_buffers {
+    device_comm* dc;
+    template <class E>
+    rt_test::held<E> make(std::size_t len, bool everywhere) const {
+      if (!everywhere) return rt_test::private_buffers{}.make<E>(len, false);
+      struct both {
+        std::vector<E> host;
+        symmetric_buffer<E> dev;
+        device_comm* dc;
+        ~both() { dc->symmetric.erase(host.data()); }
+      };
+      auto b = std::make_shared<both>(both{std::vector<E>(len), dc->comm.template allocate<E>(len), dc});
+      if (len != 0) dc->symmetric[b->host.data()] = std::as_writable_bytes(b->dev.span());
+      return {b, std::span<E>(b->host)};
+    }
+  };
+  device_symmetric_buffers symmetric_buffers() { return {this}; }
 
   template <class E> struct dev {
     E* p = nullptr;
@@ -43,11 +66,19 @@ struct device_comm {
     }
   };
   template <class E, class F> void run(std::span<const E> in, std::span<E> out, F f) {
-    dev<E> din(in.size()), dout(out.size());
-    din.from(in);
-    dout.from(std::span<const E>(out));
-    f(std::span<const E>(din.span()), dout.span());
-    dout.to(out);
+    auto on_device = [&](std::span<const E> h, dev<E>& own) {  // h's symmetric buffer, or `own`
+      const auto s = symmetric.find(h.data());
+      std::span<E> d = s == symmetric.end() ? own.span() : std::span<E>(reinterpret_cast<E*>(s->second.data()), h.size());
+      if (!h.empty())
+        detail::cuda_check(cudaMemcpy(d.data(), h.data(), h.size_bytes(), cudaMemcpyHostToDevice), "cudaMemcpy to device", -1);
+      return d;
+    };
+    dev<E> din(symmetric.count(in.data()) ? 0 : in.size()), dout(symmetric.count(out.data()) ? 0 : out.size());
+    const auto di = on_device(in, din);
+    const auto dx = on_device(std::span<const E>(out), dout);
+    f(std::span<const E>(di), dx);
+    if (!out.empty())
+      detail::cuda_check(cudaMemcpy(out.data(), dx.data(), out.size_bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy to host", -1);
   }
   template <class E> void allreduce(std::span<const E> in, std::span<E> out, op o, algorithm a) {
     run<E>(in, out, [&](auto i, auto x) { comm.allreduce(i, x, o, a); });
@@ -93,6 +124,9 @@ std::string run_rank(const std::string& name, int rank, int n) {
     const std::vector<std::size_t> counts = {0, 1, std::size_t(n + 1), 1000, std::size_t(n <= 2 ? 100'003 : 10'007)};
     first = rt_test::run_cases<float, double, std::int32_t, std::uint8_t, ringtree::half, ringtree::bfloat16, std::int64_t>(
         dc, counts);
+    // the direct algorithms on device symmetric buffers (IPC handles exchanged by allocate)
+    const std::string sym = rt_test::run_cases<float, std::int32_t, ringtree::half, double>(dc, counts, 0, true);
+    if (first.empty()) first = sym;
   }
   detail::cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy", rank);
   return first;
@@ -100,7 +134,7 @@ std::string run_rank(const std::string& name, int rank, int n) {
 
 }  // namespace
 
-TEST_CASE("cuda_ipc: every collective, algorithm and op on device buffers matches the reference") {
+TEST_CASE("cuda_ipc: every collective, algorithm and op on device buffers (private and symmetric) matches the reference") {
   for (int n : {2, 4}) {
     CAPTURE(n);
     const std::string name = detail::cat("/ringtree-test-cuda-", getpid(), "-", n);

@@ -12,6 +12,10 @@
 // waits for it, then publishes the chunk; the receiver copies it out the
 // same way. Reductions run as CUDA kernels on the same stream.
 //
+// Symmetric memory (comm.allocate) is device memory whose IPC handles are
+// exchanged once; the direct algorithms read peers' buffers with copies
+// and kernels on the stream, and synchronise through host memory.
+//
 // Completion: every call returns when its work is done (unlike NCCL, which
 // returns once the work is enqueued); work the caller queued on the stream
 // before the call is ordered before it.
@@ -22,7 +26,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -220,6 +227,56 @@ class cuda_slots {
   }
   void put(std::byte* slot, const std::byte* src, std::size_t len) const { copy(slot, src, len); }
   void get(std::byte* dst, const std::byte* slot, std::size_t len) const { copy(dst, slot, len); }
+
+  // Symmetric memory on the device (slot_transport::map_shared, a
+  // collective call): each rank cudaMallocs its region (zeroed), the IPC
+  // handles go round over transport t's messages, and every rank opens
+  // every peer's, then all say whether they could, so that a failure is
+  // an error on every rank. A region is freed when the last of its
+  // owner's views goes: calls end only once nobody reads a rank's region,
+  // so none is read then. (The control lines stay in host memory:
+  // map_control. Kernels read peers' regions through peer access, which
+  // GPUs on one host without it cannot do.)
+  template <class T>
+  std::optional<shared_mapping> map_shared(T& t, std::size_t bytes, shared_mapping m) const {
+    const int me = t.rank(), n = t.size();
+    struct views {
+      std::vector<void*> at;
+      int rank;
+      ~views() {
+        for (std::size_t q = 0; q < at.size(); ++q)
+          if (at[q] != nullptr) q == std::size_t(rank) ? cudaFree(at[q]) : cudaIpcCloseMemHandle(at[q]);
+      }
+    };
+    auto v = std::make_shared<views>(views{std::vector<void*>(n, nullptr), me});
+    const std::size_t len = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
+    cuda_check(cudaMalloc(&v->at[me], len), "cudaMalloc (symmetric memory)", me);
+    cuda_check(cudaMemset(v->at[me], 0, len), "cudaMemset (symmetric memory)", me);
+    cudaIpcMemHandle_t mine;
+    cuda_check(cudaIpcGetMemHandle(&mine, v->at[me]), "cudaIpcGetMemHandle (symmetric memory)", me);
+    std::vector<cudaIpcMemHandle_t> all(n);
+    exchange_all(t, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+    std::string failed;
+    for (int q = 0; q < n && failed.empty(); ++q) {
+      if (q == me) continue;
+      const cudaError_t e = cudaIpcOpenMemHandle(&v->at[q], all[q], cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        v->at[q] = nullptr;
+        failed = cat("cannot open rank ", q, "'s device memory (cudaIpcOpenMemHandle: ", cudaGetErrorString(e), ")");
+      }
+    }
+    const std::byte opened{static_cast<unsigned char>(failed.empty() ? 1 : 0)};
+    std::vector<std::byte> acks(n);
+    exchange_all(t, std::span(&opened, 1), std::span(acks));
+    if (!failed.empty()) throw error("symmetric memory", me, failed);
+    for (int q = 0; q < n; ++q)
+      if (acks[q] == std::byte{0}) throw error("symmetric memory", me, cat("rank ", q, " cannot open its peers' device memory"));
+    for (void* p : v->at) m.bases.push_back(static_cast<std::byte*>(p));
+    m.bytes = len;
+    m.keep = v;
+    return m;
+  }
 
  private:
   struct state {

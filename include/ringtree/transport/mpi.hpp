@@ -311,7 +311,7 @@ class mpi_transport {
   // timeout and freed without the peers. (None where the ranks, on one
   // host by name, see different /dev/shm: every rank then gets nothing.)
   bool maps_in_calls() const noexcept { return one_host_; }
-  std::optional<shared_mapping> map_in_call(std::size_t bytes) {
+  std::optional<shared_mapping> map_control(std::size_t bytes) {
     check_usable("symmetric memory");
     if (!one_host_) return std::nullopt;
     return detail::map_segments(*this, bytes, [](int) { return std::string(); }, *opt_.timeout,

@@ -50,12 +50,13 @@ bool maps_in_calls(const T& t) noexcept {
   if constexpr (requires { { t.maps_in_calls() } -> std::same_as<bool>; }) return t.maps_in_calls();
   else return false;
 }
-// Such a mapping: t.map_in_call(bytes) where map_shared itself cannot be
-// made in calls (MPI's windows are made and freed by MPI collectives, which
-// have no timeout), else map_shared.
+// Host memory that every rank maps, for the control lines and staging:
+// t.map_control(bytes) where map_shared cannot give it (device memory; MPI's
+// windows, made and freed by MPI collectives, which have no timeout), else
+// map_shared.
 template <class T>
-std::optional<shared_mapping> map_in_call(T& t, std::size_t bytes) {
-  if constexpr (requires { t.map_in_call(bytes); }) return t.map_in_call(bytes);
+std::optional<shared_mapping> map_control(T& t, std::size_t bytes) {
+  if constexpr (requires { t.map_control(bytes); }) return t.map_control(bytes);
   else return t.map_shared(bytes);
 }
 

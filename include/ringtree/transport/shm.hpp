@@ -591,11 +591,23 @@ class slot_transport {
 
   memory_type memory() const noexcept { return slots_.memory(); }
 
-  // Symmetric memory (shared_mapping.hpp), a collective call: a POSIX
-  // segment per rank, mapped by all (segments.hpp).
-  template <class S = Slots>
-    requires std::same_as<S, detail::host_slots>
+  // Symmetric memory (shared_mapping.hpp), a collective call: memory of
+  // the slots' kind, mapped by every rank: a POSIX segment per rank on the
+  // host (map_control), or what a device policy shares (cuda_slots).
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
+    if constexpr (requires { slots_.map_shared(*this, bytes, shared_mapping{}); }) {
+      check_usable("symmetric memory");
+      shared_mapping m;  // what a mapping of this transport carries besides the regions
+      m.peer_problem = [seg = seg_](int q) { return detail::shm_peer_problem(*seg, q); };
+      m.timeout = *opt_.timeout;
+      return slots_.map_shared(*this, bytes, std::move(m));
+    } else {
+      return map_control(bytes);
+    }
+  }
+  // Host memory in a POSIX segment per rank, mapped by all (segments.hpp):
+  // symmetric memory's control lines and staging, whatever the slots' kind.
+  std::optional<shared_mapping> map_control(std::size_t bytes) {
     check_usable("symmetric memory");
     return detail::map_segments(*this, bytes, [seg = seg_](int q) { return detail::shm_peer_problem(*seg, q); },
                                 *opt_.timeout, detail::sharing::required);

@@ -251,10 +251,11 @@ class symmetric_window {
   int size() const noexcept { return h_->size(); }
   const M& memory() const noexcept { return mem_; }
 
-  // Small calls on any memory: a copy of my data goes to my staging slot,
-  // where peers read it (stage_capacity bytes at most). One
-  // synchronisation per call: nobody reads my buffer, so I may return at once.
-  static constexpr std::size_t stage_capacity = detail::stage_capacity;
+  // Small calls on any host memory: a copy of my data goes to my staging
+  // slot, where peers read it (stage_capacity bytes at most). One
+  // synchronisation per call: nobody reads my buffer, so I may return at
+  // once. (The slots are host memory: device memory never stages.)
+  static constexpr std::size_t stage_capacity = detail::kind_of_memory<M>() == memory_kind::host ? detail::stage_capacity : 0;
   template <class E>
   void stage(std::span<const E> mine) {
     stage_ = h_->next_stage();
