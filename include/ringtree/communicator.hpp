@@ -421,6 +421,12 @@ class communicator {
   bool streams_private() const noexcept {
     return size() > 1 && detail::maps_in_calls(*t_) && !trace_ && (heap_ || !heap_tried_);
   }
+  // Whether a call of a row that `streams` (and does not stage this call)
+  // streams through staging: on private memory, where placed() offers it.
+  // run_row streams exactly then, and allreduce_impl leaves `in` for it.
+  bool streams_call(bool row_streams, bool symmetric) const noexcept {
+    return row_streams && !symmetric && streams_private();
+  }
 
   // What automatic runs for C on `bytes` of symmetric memory: a direct row
   // (the user's RINGTREE_ALGO or option first, where offered there).
@@ -529,13 +535,15 @@ class communicator {
                std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args) {
     using window = symmetric_window<decltype(memory())>;
     const char* name = to_string(Row::what).data();
+    // Private memory too, for a row that stages small calls or streams
+    // through staging (not while tracing: the trace shows messages, and
+    // these move none).
+    const std::size_t bytes = first_span_bytes(args...);
+    const bool staged = Row::direct && Row::stages && heap_ && !trace_ && bytes <= window::stage_capacity;
+    const bool streamed = Row::direct && !staged && streams_call(Row::streams, at != nullptr);
+    if (!private_in.empty() && !streamed)  // `out` was left unfilled for a stream that is not here
+      throw error(name, rank(), detail::cat(Row::name, " was handed the input of a streamed call but does not stream it"));
     if constexpr (Row::direct && requires(window& w, const chunk_sizes& ch, A&... xs) { Row::run(w, ch, xs...); }) {
-      // Private memory too, for a row that stages small calls or streams
-      // through staging (not while tracing: the trace shows messages, and
-      // these move none).
-      const std::size_t bytes = first_span_bytes(args...);
-      const bool staged = Row::stages && heap_ && !trace_ && bytes <= window::stage_capacity;
-      const bool streamed = Row::streams && at == nullptr && !staged && streams_private();
       detail::symmetric_heap::found staging{};
       if (streamed) staging = stream_staging(), at = &staging, at_bytes = stream_bytes();  // (maps the control memory first if need be)
       if (at != nullptr || staged) {
@@ -761,8 +769,8 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
   if (c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->direct && !exact_avg)
     c.in_at = heap_->find(in.data(), in.size_bytes());
   // On private memory, a row that streams copies `in` into staging itself.
-  if (!c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->streams &&
-      streams_private() && !exact_avg)
+  if (in.data() != out.data() && streams_call(detail::find_row(collective::allreduce, c.algo)->streams, c.at.has_value()) &&
+      !exact_avg)
     c.private_in = std::as_bytes(in);
   if (!c.in_at && c.private_in.empty()) memory().copy(out, in);
   // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)

@@ -266,12 +266,8 @@ class cuda_slots {
         failed = cat("cannot open rank ", q, "'s device memory (cudaIpcOpenMemHandle: ", cudaGetErrorString(e), ")");
       }
     }
-    const std::byte opened{static_cast<unsigned char>(failed.empty() ? 1 : 0)};
-    std::vector<std::byte> acks(n);
-    exchange_all(t, std::span(&opened, 1), std::span(acks));
-    if (!failed.empty()) throw error("symmetric memory", me, failed);
-    for (int q = 0; q < n; ++q)
-      if (acks[q] == std::byte{0}) throw error("symmetric memory", me, cat("rank ", q, " cannot open its peers' device memory"));
+    if (const int q = first_failed(t, failed.empty()); q >= 0)
+      throw error("symmetric memory", me, q == me ? failed : cat("rank ", q, " cannot open its peers' device memory"));
     for (void* p : v->at) m.bases.push_back(static_cast<std::byte*>(p));
     m.bytes = len;
     m.keep = v;

@@ -198,10 +198,10 @@ class mpi_transport {
     MPI_Comm_size(comm_, &size_);
     MPI_Comm local = MPI_COMM_NULL;  // whether every rank is on this host (symmetric memory)
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
-    int local_size = 0, here = 0;
+    int local_size = 0;
     MPI_Comm_size(local, &local_size);
     MPI_Comm_free(&local);
-    here = local_size == size_ ? 1 : 0;
+    int here = local_size == size_ ? 1 : 0;
     check(MPI_Allreduce(MPI_IN_PLACE, &here, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
     one_host_ = here == 1;
   }
@@ -253,12 +253,12 @@ class mpi_transport {
   // in the same order on every rank.
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
     check_usable("symmetric memory");
+    if (!one_host_) return std::nullopt;
     {  // every rank is here (or a timeout names one) before MPI's collectives, which have none
       const std::byte here{1};
       std::vector<std::byte> all(size_);
       detail::exchange_all(*this, std::span(&here, 1), std::span(all));
     }
-    if (!one_host_) return std::nullopt;
     MPI_Comm local = MPI_COMM_NULL;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
     constexpr std::size_t page = 4096, line = 64;

@@ -67,9 +67,9 @@ enum class sharing {
 
 // The collective set-up described above; `peer_problem(q)` explains a
 // peer whose segment cannot be opened (it gave up). With
-// sharing::if_one_host, ranks whose host names differ, or that cannot
-// open each other's segments (one host name, separate /dev/shm), all
-// agree on std::nullopt.
+// sharing::if_one_host (for ranks the caller knows share a host), ranks
+// that cannot open each other's segments (one host, separate /dev/shm:
+// containers) all agree on std::nullopt.
 template <transport T>
 std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::function<std::string(int)> peer_problem,
                                            std::chrono::duration<double> timeout, sharing mode) {
@@ -80,10 +80,8 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   auto fail = [&](const std::string& what) { return error("symmetric memory", me, cat(what, ": ", std::strerror(errno))); };
   struct card {
     char name[64] = {};
-    char host[64] = {};
   } mine;
   std::snprintf(mine.name, sizeof mine.name, "%s", random_shm_name().c_str());
-  if (gethostname(mine.host, sizeof mine.host - 1) != 0) mine.host[0] = '\0';
   const int fd = shm_open(mine.name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw fail(cat("cannot create shared memory ", mine.name));
   views->own_name = mine.name;
@@ -101,9 +99,6 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   std::vector<card> all(n);
   exchange_all(t, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
   const bool optional = mode == sharing::if_one_host;
-  if (optional)  // the same verdict on every rank: no need to tell each other
-    for (int q = 0; q < n; ++q)
-      if (strncmp(all[q].host, mine.host, sizeof mine.host) != 0) return std::nullopt;
   bool ok = true;
   for (int q = 0; q < n && ok; ++q) {
     if (q == me) continue;
@@ -130,10 +125,7 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
     views->at[q] = qp;
   }
   // Every rank has tried every segment before any name goes away.
-  const std::byte mapped{static_cast<unsigned char>(ok ? 1 : 0)};
-  std::vector<std::byte> acks(n);
-  exchange_all(t, std::span(&mapped, 1), std::span(acks));
-  if (std::find(acks.begin(), acks.end(), std::byte{0}) != acks.end()) return std::nullopt;  // (only if_one_host sends 0)
+  if (first_failed(t, ok) >= 0) return std::nullopt;  // (only if_one_host gets here failing)
   shm_unlink(views->own_name.c_str());
   views->own_name.clear();
   shared_mapping m;

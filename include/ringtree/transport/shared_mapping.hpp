@@ -75,5 +75,17 @@ void exchange_all(T& t, std::span<const std::byte> mine, std::span<std::byte> al
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(me * m));
 }
 
+// After a collective set-up step that may fail on some ranks: every rank
+// says whether it managed, so that all fail together. The first rank that
+// did not (this one included), or -1 when all did.
+template <transport T>
+int first_failed(T& t, bool ok) {
+  const std::byte mine{static_cast<unsigned char>(ok ? 1 : 0)};
+  std::vector<std::byte> all(static_cast<std::size_t>(t.size()));
+  exchange_all(t, std::span(&mine, 1), std::span(all));
+  const auto at = std::find(all.begin(), all.end(), std::byte{0});
+  return at == all.end() ? -1 : static_cast<int>(at - all.begin());
+}
+
 }  // namespace detail
 }  // namespace ringtree
