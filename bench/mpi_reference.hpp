@@ -69,6 +69,10 @@ class mpi_reference {
     MPI_Allgather(in.data(), count(in.size()), mpi_datatype<E>(), out.data(), count(in.size()), mpi_datatype<E>(), comm_);
   }
   void barrier() { MPI_Barrier(comm_); }
+  template <class E> void alltoall(std::span<const E> in, std::span<E> out, algorithm) {
+    const int block = count(out.size() / size_);
+    MPI_Alltoall(in.data(), block, mpi_datatype<E>(), out.data(), block, mpi_datatype<E>(), comm_);
+  }
 
  private:
   int count(std::size_t n) const {

@@ -126,8 +126,8 @@ inline std::size_t parse_size(const std::string& flag, std::string s) {
 }
 
 inline collective parse_collective(const std::string& s) {
-  for (int i = 0; i < static_cast<int>(collective::barrier); ++i)
-    if (s == to_string(static_cast<collective>(i))) return static_cast<collective>(i);
+  for (collective c : all_collectives)
+    if (c != collective::barrier && s == to_string(c)) return c;
   detail_::bad("-o: unknown collective '" + s + "'");
 }
 
@@ -200,7 +200,8 @@ inline double bus_factor(collective c, int n) {
     case collective::reduce_scatter:
     case collective::allgather:
     case collective::scatter:
-    case collective::gather: return double(n - 1) / n;
+    case collective::gather:
+    case collective::alltoall: return double(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -208,7 +209,7 @@ inline double bus_factor(collective c, int n) {
 // Elements per rank block for a buffer of `bytes` (see usage()).
 inline std::size_t count_for(collective c, std::size_t bytes, std::size_t elem, int n) {
   const bool blocked = c == collective::reduce_scatter || c == collective::allgather || c == collective::scatter ||
-                       c == collective::gather;
+                       c == collective::gather || c == collective::alltoall;
   return bytes / elem / (blocked ? n : 1);
 }
 

@@ -54,6 +54,7 @@ void invoke(Target& target, collective c, std::span<E> in, std::span<E> out, std
     case collective::reduce_scatter: target.reduce_scatter(std::span<const E>(in.first(m * n)), out.first(m), o, a); break;
     case collective::allgather: target.allgather(std::span<const E>(in.first(m)), out.first(m * n), a); break;
     case collective::barrier: break;
+    case collective::alltoall: target.alltoall(std::span<const E>(in.first(m * n)), out.first(m * n), a); break;
   }
 }
 
@@ -202,7 +203,7 @@ int run_on(Transport& t, const options& o) {
         std::vector<double> us;
       };
       std::vector<entry> todo;
-      const std::size_t in_bytes = (c == collective::reduce_scatter ? m * n : m) * sizeof(E);  // what the tuner is asked
+      const std::size_t in_bytes = (c == collective::reduce_scatter || c == collective::alltoall ? m * n : m) * sizeof(E);  // what the tuner is asked
       for (const auto& name : algos) {
         const bool is_mpi = name == "mpi", is_memcpy = name == "memcpy";
         const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi", "memcpy": not ringtree's

@@ -78,14 +78,15 @@ int main(int argc, char** argv) {
   const int n = a.ranks;
   const std::size_t m = a.count;
   const bool blocked = a.what == collective::scatter || a.what == collective::gather ||
-                       a.what == collective::reduce_scatter || a.what == collective::allgather;
+                       a.what == collective::reduce_scatter || a.what == collective::allgather || a.what == collective::alltoall;
   // Every rank's working buffer, and its snapshots by step.
   std::vector<std::vector<int>> in(n), out(n), start(n);
   std::vector<std::map<int, std::vector<int>>> after(n);
   for (int r = 0; r < n; ++r) {
-    const std::size_t len_in = (a.what == collective::reduce_scatter || (a.what == collective::scatter && r == a.root)) ? m * n : m;
+    const std::size_t len_in = (a.what == collective::reduce_scatter || a.what == collective::alltoall ||
+                                (a.what == collective::scatter && r == a.root)) ? m * n : m;
     for (std::size_t i = 0; i < len_in; ++i) in[r].push_back(100 * r + static_cast<int>(i));
-    const bool gathers = a.what == collective::allgather || (a.what == collective::gather && r == a.root);
+    const bool gathers = a.what == collective::allgather || a.what == collective::alltoall || (a.what == collective::gather && r == a.root);
     out[r].assign(gathers ? m * n : ((a.what == collective::reduce && r != a.root) ? 0 : m), 0);
     if (a.what == collective::broadcast) out[r] = r == a.root ? in[r] : std::vector<int>(m, 0);
     start[r] = a.what == collective::broadcast ? out[r] : in[r];
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
         case collective::reduce_scatter: comm.reduce_scatter(i, o, op::sum, a.algo); break;
         case collective::allgather: comm.allgather(i, o, a.algo); break;
         case collective::barrier: comm.barrier(); break;
+        case collective::alltoall: comm.alltoall(i, o, a.algo); break;
       }
     });
   } catch (const error& e) {

@@ -187,6 +187,13 @@ verdict check_all(Comm& comm, const case_desc& c, Buffers buffers = {}) {
     case collective::barrier:
       comm.barrier();
       break;
+    case collective::alltoall:  // block j of rank r's input is r's values j*m..: rank me gets block me of everyone's
+      fill(in_buf, m * n, true, me);
+      blank(got_buf, m * n, true);
+      comm.alltoall(in = in_buf.span, got = got_buf.span, c.algo);
+      for (int r = 0; r < n; ++r)
+        for (std::size_t i = 0; i < m; ++i) want.push_back(val(r, me * m + i));
+      break;
   }
   verdict v;
   for (std::size_t i = 0; i < want.size(); ++i)
@@ -230,7 +237,7 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
   std::vector<case_desc> out;
   const collective colls[] = {collective::allreduce, collective::reduce,         collective::broadcast,
                               collective::scatter,   collective::gather,         collective::reduce_scatter,
-                              collective::allgather, collective::barrier};
+                              collective::allgather, collective::barrier,        collective::alltoall};
   for (auto what : colls) {
     std::vector<algorithm> algos;
     for (const auto& r : detail::rows)

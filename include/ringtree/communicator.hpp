@@ -33,6 +33,7 @@
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/work.hpp>
 #include <ringtree/transport/symmetric.hpp>
 #include <ringtree/transport/traced.hpp>
 #include <ringtree/tuner.hpp>
@@ -77,6 +78,10 @@ auto const_view(R&& r) noexcept {
 }
 template <class R>
 concept writable_range = buffer_range<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+// A range an asynchronous call may keep until it has run: a named object
+// (an lvalue) or a view (std::span), never a temporary.
+template <class R>
+concept lasting_range = std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>;
 template <class A, class B>
 concept same_elements = std::same_as<std::remove_cv_t<std::ranges::range_value_t<A>>, std::remove_cv_t<std::ranges::range_value_t<B>>>;
 
@@ -102,6 +107,9 @@ class communicator {
   communicator& operator=(const communicator&) = delete;
   communicator(communicator&&) noexcept = default;
   communicator& operator=(communicator&&) noexcept = default;
+  // Queued asynchronous calls still run (peers wait for them), then the
+  // progress thread ends, before anything else goes.
+  ~communicator() { engine_.e.reset(); }
 
   int rank() const noexcept { return t_->rank(); }
   int size() const noexcept { return t_->size(); }
@@ -124,6 +132,7 @@ class communicator {
   // model with its constants, which the first call loads from the cache
   // or measures (calibration.hpp). For teaching and for explaining choices.
   const ringtree::tuner& model() {
+    quiesce();
     if (!tuner_) {
       auto l = lane(false);
       tuner_.emplace(size(), opt_.model ? *opt_.model : detail::load_or_calibrate(l), opt_.chunks, detail::memory_kind_of<Transport>());
@@ -137,6 +146,7 @@ class communicator {
   // README, "Choosing algorithms"), unless the choice is cached.
   // `symmetric`: for a call on symmetric memory (comm.allocate).
   algorithm choose(collective c, std::size_t bytes, bool symmetric = false) {
+    quiesce();
     if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // what is offered depends on it
     auto by = [&]<collective C>() { return symmetric ? pick_direct<C>(bytes) : pick<C>(bytes); };
     switch (c) {  // every collective, no default
@@ -148,6 +158,7 @@ class communicator {
       case collective::reduce_scatter: return by.template operator()<collective::reduce_scatter>();
       case collective::allgather: return by.template operator()<collective::allgather>();
       case collective::barrier: return by.template operator()<collective::barrier>();
+      case collective::alltoall: return by.template operator()<collective::alltoall>();
     }
     throw error("choose", rank(), "no such collective");
   }
@@ -216,6 +227,118 @@ class communicator {
     run<collective::barrier>(c.algo);
   }
 
+  // Rank i's `in` holds size() blocks of out.size() / size() elements;
+  // block j goes to rank j, and `out`'s block j comes from rank j.
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void alltoall(In&& in, Out&& out, algorithm a = algorithm::automatic) {
+    alltoall_impl(const_view(in), {}, view(out), {}, a);
+  }
+  // Blocks of any size (MPI_Alltoallv): `sends[j]` elements of `in` go to
+  // rank j, `recvs[j]` elements of `out` come from rank j, both in rank
+  // order; rank j's sends[i] must be this rank's recvs[j].
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out>
+  void alltoall(In&& in, std::span<const std::size_t> sends, Out&& out, std::span<const std::size_t> recvs,
+                algorithm a = algorithm::automatic) {
+    alltoall_impl(const_view(in), sends, view(out), recvs, a);
+  }
+
+  // Point to point: `data` to rank `peer`, which receives it with recv.
+  // Messages between two ranks arrive in the order they were sent, in line
+  // with the collectives (a split gives a stream of its own). The tag and
+  // the element count must match the receiver's, else both raise.
+  template <buffer_range R>
+  void send(R&& data, int peer, int tag = 0) {
+    quiesce();
+    post_send(const_view(data), peer, tag)();
+  }
+  template <writable_range R>
+  void recv(R&& data, int peer, int tag = 0) {
+    quiesce();
+    post_recv(view(data), peer, tag)();
+  }
+
+  // Asynchronous forms: each returns a ringtree::work at once; the call
+  // runs on this communicator's progress thread, after every call made
+  // before it (core/work.hpp). Buffers must live, untouched, until
+  // work.wait() returns; a synchronous call waits for the queue first.
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work allreduce_async(In&& in, Out&& out, op o = op::sum, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), o, a] { allreduce_impl(i, x, o, a); });
+  }
+  template <writable_range R> requires lasting_range<R>
+  work allreduce_async(R&& inout, op o = op::sum, algorithm a = algorithm::automatic) {
+    return submit([this, x = view(inout), o, a] { allreduce_impl(std::span<const typename decltype(x)::element_type>(x), x, o, a); });
+  }
+  template <writable_range R> requires lasting_range<R>
+  work broadcast_async(R&& data, int root, algorithm a = algorithm::automatic) {
+    return submit([this, x = view(data), root, a] { broadcast_impl(x, root, a); });
+  }
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work reduce_async(In&& in, Out&& out, int root, op o = op::sum, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), root, o, a] { reduce_impl(i, x, root, o, a); });
+  }
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work scatter_async(In&& in, Out&& out, int root, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), root, a] { scatter_impl(i, x, root, a); });
+  }
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work gather_async(In&& in, Out&& out, int root, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), root, a] { gather_impl(i, x, root, a); });
+  }
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work reduce_scatter_async(In&& in, Out&& out, op o = op::sum, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), o, a] { reduce_scatter_impl(i, x, o, a); });
+  }
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work allgather_async(In&& in, Out&& out, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), a] { allgather_impl(i, x, a); });
+  }
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work alltoall_async(In&& in, Out&& out, algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), a] { alltoall_impl(i, {}, x, {}, a); });
+  }
+  // (the counts are copied: only the buffers must last)
+  template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
+  work alltoall_async(In&& in, std::span<const std::size_t> sends, Out&& out, std::span<const std::size_t> recvs,
+                      algorithm a = algorithm::automatic) {
+    return submit([this, i = const_view(in), x = view(out), s = std::vector<std::size_t>(sends.begin(), sends.end()),
+                   r = std::vector<std::size_t>(recvs.begin(), recvs.end()), a] {
+      alltoall_impl(i, std::span<const std::size_t>(s), x, std::span<const std::size_t>(r), a);
+    });
+  }
+  work barrier_async() {
+    return submit([this] { barrier(); });
+  }
+  // Point to point starts when something waits on it or a collective is
+  // queued behind it, all queued sends and receives together (work.hpp).
+  // `on_done` as for submit.
+  template <buffer_range R> requires lasting_range<R>
+  work send_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
+    return defer([this, d = const_view(data), peer, tag] { return post_send(d, peer, tag); }, false, std::move(on_done));
+  }
+  template <writable_range R> requires lasting_range<R>
+  work recv_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
+    return defer([this, d = view(data), peer, tag] { return post_recv(d, peer, tag); }, true, std::move(on_done));
+  }
+  // Runs f() on the progress thread, in order with the asynchronous calls,
+  // with this communicator to itself: for work made of several calls (a
+  // grad_sync bucket: copy in, all-reduce, copy out). `on_done`, if given,
+  // is called with the outcome by whichever thread ran f, before wait()
+  // returns. f must not wait on later calls of this communicator.
+  work submit(std::function<void()> f, std::function<void(std::exception_ptr)> on_done = {}) {
+    return engine().submit(std::move(f), std::move(on_done));
+  }
+  // A point-to-point call in two steps: post() posts and returns what
+  // completes it; `receives`: it receives (completed before sends).
+  work defer(std::function<std::function<void()>()> post, bool receives,
+             std::function<void(std::exception_ptr)> on_done = {}) {
+    return engine().submit_deferred(std::move(post), receives, std::move(on_done));
+  }
+  // Waits until every asynchronous call made so far has run.
+  void quiesce() {
+    if (engine_.e) engine_.e->drain();
+  }
+
   // A collective call (every rank, the same count): a buffer of `count`
   // elements every rank can read and write where the transport can share
   // memory (threads; processes on one host; MPI ranks all on one host),
@@ -225,6 +348,7 @@ class communicator {
   // are freed collectively); nobody reads it once a call has returned.
   template <element E>
   symmetric_buffer<E> allocate(std::size_t count) {
+    quiesce();
     std::size_t bytes = 0;
     if (__builtin_mul_overflow(count, sizeof(E), &bytes))
       throw error("allocate", rank(), detail::cat(count, " elements of ", to_string(dtype_of<E>), " are more bytes than memory can hold"));
@@ -263,6 +387,7 @@ class communicator {
   // here), with channels of their own, so its messages never mix with this
   // one's. Pipeline stages and data-parallel replicas at once, for example.
   auto split(int color, int key) {
+    quiesce();
     if (color < 0) throw error("split", rank(), detail::cat("color must be >= 0, got ", color));
     const int n = size();
     std::vector<std::int64_t> all(2 * n);
@@ -301,6 +426,67 @@ class communicator {
 
   template <element E>
   void broadcast_impl(std::span<E> data, int root, algorithm a);
+
+  template <element E>
+  void alltoall_impl(std::span<const E> in, std::span<const std::size_t> sends, std::span<E> out,
+                     std::span<const std::size_t> recvs, algorithm a);
+
+  // A point-to-point message: a header (tag, element type, count), then
+  // the data. post_* posts both and returns what completes them, so that
+  // sends and receives queued together are all posted before any waits.
+  struct p2p_header {
+    std::int64_t tag;
+    std::uint64_t type;
+    std::uint64_t count;
+  };
+  // (requests are move-only, std::function copies: they live behind a shared_ptr)
+  template <element E>
+  std::function<void()> post_send(std::span<const E> data, int peer, int tag) {
+    check_peer("send", peer);
+    auto m = std::make_shared<p2p_posted>(lane(), p2p_header{tag, std::uint64_t(dtype_of<E>), data.size()});
+    m->head = m->l.isend(peer, std::as_bytes(std::span<const p2p_header>(&m->h, 1)));
+    m->body = m->l.isend(peer, std::as_bytes(data));
+    return [m] {
+      m->l.wait(m->head);
+      m->l.wait(m->body);
+    };
+  }
+  template <element E>
+  std::function<void()> post_recv(std::span<E> data, int peer, int tag) {
+    check_peer("recv", peer);
+    auto m = std::make_shared<p2p_posted>(lane(), p2p_header{});
+    m->head = m->l.irecv(peer, std::as_writable_bytes(std::span<p2p_header>(&m->h, 1)));
+    m->body = m->l.irecv(peer, std::as_writable_bytes(data));
+    return [this, m, tag, peer, count = data.size()] {
+      m->l.wait(m->head);
+      const p2p_header& h = m->h;
+      if (h.tag != tag || h.type != std::uint64_t(dtype_of<E>) || h.count != count)
+        throw error("recv", rank(), detail::cat("rank ", peer, " sent ", h.count, " elements of ", to_string(dtype(h.type)),
+                                                " with tag ", h.tag, ", but this rank receives ", count, " elements of ",
+                                                to_string(dtype_of<E>), " with tag ", tag));
+      m->l.wait(m->body);
+    };
+  }
+  struct p2p_posted {
+    p2p_posted(traced_transport<Transport> lane, p2p_header header) : l(std::move(lane)), h(header) {}
+    traced_transport<Transport> l;
+    p2p_header h;
+    typename traced_transport<Transport>::request head, body;
+  };
+  void check_peer(const char* call, int peer) const {
+    if (peer < 0 || peer >= size() || peer == rank())
+      throw error(call, rank(), detail::cat("peer ", peer, " is not another rank of ", size()));
+  }
+
+  // The progress thread, made by the first asynchronous call.
+  detail::progress_engine& engine() {
+    if (!engine_.e) {
+      if constexpr (requires { t_->require_background_thread(std::string()); })
+        t_->require_background_thread("asynchronous calls");
+      engine_.e = std::make_unique<detail::progress_engine>();
+    }
+    return *engine_.e;
+  }
 
   // One collective call: what was asked, the algorithm picked, and the
   // first problem found with the arguments.
@@ -381,6 +567,7 @@ class communicator {
   // symmetric memory (each collective names one that every rank passes).
   template <class E, class S = const E>
   call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems, std::span<S> sym = {}) {
+    quiesce();  // after the asynchronous calls made before
     call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
     c.bytes = c.template require_fits<E>(elems);
     // (not an empty span: one at the end of a buffer is also at the start
@@ -623,7 +810,9 @@ class communicator {
     const std::size_t total = c == collective::reduce_scatter ? std::max<std::size_t>(e, n) : e;
     const std::size_t block = c == collective::reduce_scatter ? total / n : e;
     auto raw = t_->memory();
-    auto a = raw.template scratch<float>(std::max(total, block * n)), b = raw.template scratch<float>(block);
+    const std::size_t whole = std::max<std::size_t>(e, n) / n * n;  // all-to-all: one rank's input, n equal blocks
+    auto a = raw.template scratch<float>(std::max({total, block * n, whole})),
+         b = raw.template scratch<float>(c == collective::alltoall ? whole : block);
     if constexpr (detail::memory_kind_of<Transport>() == memory_kind::host) {  // zeros: sums stay finite, no denormals
       std::memset(static_cast<void*>(a.span().data()), 0, a.span().size_bytes());
       std::memset(static_cast<void*>(b.span().data()), 0, b.span().size_bytes());
@@ -639,6 +828,11 @@ class communicator {
       else if constexpr (C == collective::reduce_scatter) run<C>(al, x.first(block * n), op::sum);
       else if constexpr (C == collective::allgather) run<C>(al, x.first(block * n));
       else if constexpr (C == collective::barrier) run<C>(al);
+      else if constexpr (C == collective::alltoall) {
+        const std::vector<std::size_t> counts(n, whole / n);
+        run<C>(al, std::span<const float>(x.first(whole)), std::span<const std::size_t>(counts), y.first(whole),
+               std::span<const std::size_t>(counts));
+      }
       else static_assert(C == collective::barrier, "how is this collective measured?");
     };
     auto slowest = [&](std::vector<double>& v) {
@@ -736,6 +930,25 @@ class communicator {
     }
   }
 
+  // The progress thread (engine()). First of the members: moving a
+  // communicator first waits for its queued calls, which hold its address.
+  struct engine_slot {
+    std::unique_ptr<detail::progress_engine> e;
+    engine_slot() = default;
+    engine_slot(engine_slot&& o) noexcept : e((o.drain(), std::move(o.e))) {}
+    engine_slot& operator=(engine_slot&& o) noexcept {
+      drain();
+      o.drain();
+      e = std::move(o.e);
+      return *this;
+    }
+    void drain() noexcept {
+      if (e) try {
+          e->drain();
+        } catch (...) {  // a call's error stays with its work
+        }
+    }
+  } engine_;
   std::unique_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
   communicator_options opt_;
@@ -876,6 +1089,39 @@ void communicator<Transport>::allgather_impl(std::span<const E> in, std::span<E>
   finish<collective::allgather>(c);
   memory().copy(out.subspan(at, in.size()), in);
   run<collective::allgather>(c, out);
+}
+
+template <transport Transport>
+template <element E>
+void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<const std::size_t> sends, std::span<E> out,
+                                            std::span<const std::size_t> recvs, algorithm a) {
+  const int n = size();
+  const bool equal = sends.empty() && recvs.empty();
+  call c = start<E>(collective::alltoall, equal ? out.size() : in.size(), op::sum, -1, a, in.size());
+  std::vector<std::size_t> even;
+  if (equal) {
+    c.template require_blocks<E>("out", out.size(), "", "a block", out.size() / n, n);
+    c.require(in.size() == out.size(), "in.size() = ", in.size(), " but out.size() = ", out.size());
+    even.assign(n, out.size() / n);
+    sends = recvs = even;
+  } else {
+    c.require(sends.size() == std::size_t(n) && recvs.size() == std::size_t(n), "sends.size() = ", sends.size(),
+              " and recvs.size() = ", recvs.size(), " must both be size() = ", n);
+    auto sum = [](std::span<const std::size_t> v) {
+      std::size_t t = 0;
+      for (auto x : v) t = __builtin_add_overflow(t, x, &t) ? SIZE_MAX : t;
+      return t;
+    };
+    if (c.problem.empty()) {
+      c.require(sum(sends) == in.size(), "the sends add up to ", sum(sends), " elements but in.size() = ", in.size());
+      c.require(sum(recvs) == out.size(), "the recvs add up to ", sum(recvs), " elements but out.size() = ", out.size());
+      c.require(recvs[rank()] == sends[rank()], "this rank sends itself ", sends[rank()], " elements but receives ", recvs[rank()]);
+    }
+  }
+  c.require(!overlap(in, out), "in and out overlap");
+  finish<collective::alltoall>(c);
+  if (n == 1) return memory().copy(out, in);
+  run<collective::alltoall>(c.algo, in, sends, out, recvs);
 }
 
 template <transport Transport>

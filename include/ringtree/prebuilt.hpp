@@ -22,7 +22,9 @@
   KIND void ringtree::communicator<T>::scatter_impl<E>(std::span<const E>, std::span<E>, int, algorithm);            \
   KIND void ringtree::communicator<T>::gather_impl<E>(std::span<const E>, std::span<E>, int, algorithm);             \
   KIND void ringtree::communicator<T>::reduce_scatter_impl<E>(std::span<const E>, std::span<E>, op, algorithm);      \
-  KIND void ringtree::communicator<T>::allgather_impl<E>(std::span<const E>, std::span<E>, algorithm);
+  KIND void ringtree::communicator<T>::allgather_impl<E>(std::span<const E>, std::span<E>, algorithm);            \
+  KIND void ringtree::communicator<T>::alltoall_impl<E>(std::span<const E>, std::span<const std::size_t>, std::span<E>, \
+                                                        std::span<const std::size_t>, algorithm);
 #define RINGTREE_PREBUILT_TRANSPORT(KIND, T)           \
   KIND class ringtree::communicator<T>;                \
   RINGTREE_COLLECTIVES_OF(KIND, T, float)              \

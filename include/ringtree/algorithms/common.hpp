@@ -22,16 +22,16 @@ namespace ringtree {
 // Every algorithm any collective offers; table.hpp says which collective
 // offers which, and how each is spelled.
 enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather, one_shot, dissemination,
-                       two_shot, direct };
+                       two_shot, direct, pairwise };
 
-enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier };
+enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier, alltoall };
 inline constexpr collective all_collectives[] = {collective::allreduce, collective::broadcast,      collective::reduce,
                                                  collective::scatter,   collective::gather,         collective::reduce_scatter,
-                                                 collective::allgather, collective::barrier};
+                                                 collective::allgather, collective::barrier,        collective::alltoall};
 
 constexpr std::string_view to_string(collective c) noexcept {
   constexpr std::string_view names[] = {"allreduce", "broadcast",      "reduce",    "scatter",
-                                        "gather",    "reduce_scatter", "allgather", "barrier"};
+                                        "gather",    "reduce_scatter", "allgather", "barrier", "alltoall"};
   return names[static_cast<int>(c)];
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 #include <array>
 
+#include <ringtree/algorithms/alltoall.hpp>
 #include <ringtree/algorithms/barrier.hpp>
 #include <ringtree/algorithms/direct.hpp>
 #include <ringtree/algorithms/one_shot.hpp>
@@ -62,7 +63,8 @@ using algorithm_table = row_list<
     linear::gather_row, binomial::gather_row, direct::gather_row,
     ring::reduce_scatter_row, direct::reduce_scatter_row,
     ring::allgather_row, direct::allgather_row,
-    dissemination::barrier_row>;
+    dissemination::barrier_row,
+    pairwise::alltoall_row>;
 
 // The table's rows as values, for the questions asked at run time.
 struct row_info {

@@ -7,17 +7,17 @@
 // parameters, which backward reaches last, get a small bucket of about
 // `last_bucket_bytes`, because nothing can hide the communication of the
 // bucket that is ready last. As backward finishes gradient i, the trainer
-// calls mark_ready(i); once every gradient of the next bucket is ready, a
-// background thread all-reduces it while backward goes on. Buckets run in
+// calls mark_ready(i); once every gradient of the next bucket is ready, the
+// communicator's progress thread (comm.submit, core/work.hpp) all-reduces
+// it while backward goes on. Buckets run in
 // the same order on every rank whatever the order of mark_ready calls, so
 // the ranks' collectives always match. synchronize() waits for all of them
 // and leaves the mean (or the sum) in every gradient.
 //
-// While a step is in flight the communicator belongs to grad_sync's thread:
-// make no other call on it between the first mark_ready and synchronize.
-// Over MPI this needs MPI_THREAD_SERIALIZED (checked at construction).
+// Other calls on the communicator during a step queue behind the buckets
+// submitted so far (a synchronous one waits for them). Over MPI the
+// progress thread needs MPI_THREAD_SERIALIZED (checked by the first step).
 #include <algorithm>
-#include <condition_variable>
 #include <climits>
 #include <cstdint>
 #include <exception>
@@ -25,7 +25,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ringtree/communicator.hpp>
@@ -61,13 +60,12 @@ class grad_sync {
     start();
   }
   grad_sync(const grad_sync&) = delete;
+  // Buckets already submitted still run (the peers wait for them).
   ~grad_sync() {
-    {
-      std::lock_guard lk(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    for (auto& w : works_) try {
+        w.wait();
+      } catch (...) {  // the step's error was the caller's to see in synchronize
+      }
   }
 
   std::size_t size() const noexcept { return grads_.size(); }
@@ -83,7 +81,7 @@ class grad_sync {
     synchronized_ = false;
     if (ready_[i]) return;
     ready_[i] = true;
-    if (--pending_[bucket_of_[i]] == 0) cv_.notify_all();
+    if (--pending_[bucket_of_[i]] == 0) submit_ready();
   }
 
   // Waits until every gradient holds the mean (or sum) over ranks. Once per
@@ -112,15 +110,20 @@ class grad_sync {
             ready_[i] = true;
             --pending_[bucket_of_[i]];
           }
-        cv_.notify_all();
+        submit_ready();
       }
-      // The worker walks every bucket even after a failure (it skips the
-      // rest of a failed step); only then may the step be reset.
-      cv_.wait(lk, [&] { return done_ == buckets_.size(); });
     }
+    // Every bucket runs even after a failure (it skips the rest of a
+    // failed step); only then may the step be reset.
+    std::exception_ptr failure;
+    for (auto& w : works_) try {
+        w.wait();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
     const std::int64_t step = step_++;
-    reset_step();  // the worker is idle: the next step starts clean whatever happens below
-    rethrow_failure();
+    reset_step();  // nothing is queued: the next step starts clean whatever happens below
+    if (failure) std::rethrow_exception(failure);
     // One all-reduce (min) of: the smallest (index * ranks + rank) of a
     // missing gradient, the step, and minus the step (so the max step too).
     const std::int64_t n = comm_->size();
@@ -205,7 +208,6 @@ class grad_sync {
     if (opt_.compression != grad_sync_options::wire::full && !std::is_same_v<E, float>)
       throw error("grad_sync", rank, "16-bit compression on the wire is for float gradients");
     reset_step();
-    worker_ = std::thread([this] { run(); });
   }
 
   // All ranks must register the same gradients; say which index differs.
@@ -235,40 +237,25 @@ class grad_sync {
     ready_.assign(grads_.size(), false);
     pending_.assign(buckets_.size(), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].last - buckets_[b].first;
-    done_ = 0;
+    submitted_ = 0;
+    works_.clear();
+    failed_ = false;
   }
 
-  void rethrow_failure() {
-    std::lock_guard lk(m_);
-    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
-  }
-
-  // The communication thread: bucket after bucket, in a fixed order.
-  void run() {
-    while (true) {
-      std::size_t next;
-      {
-        std::unique_lock lk(m_);
-        cv_.wait(lk, [&] { return stop_ || (done_ < buckets_.size() && pending_[done_] == 0); });
-        if (stop_) return;
-        next = done_;
-      }
-      try {
-        bool failed;
-        {
-          std::lock_guard lk(m_);
-          failed = failure_ != nullptr;
+  // Hands the buckets that are ready to the progress thread, in the fixed
+  // order: bucket b only after b-1. Called locked.
+  void submit_ready() {
+    for (; submitted_ < buckets_.size() && pending_[submitted_] == 0; ++submitted_) {
+      bucket& b = buckets_[submitted_];
+      works_.push_back(comm_->submit([this, &b] {
+        if (failed_) return;  // after a failure the step is lost: do not wait on peers again
+        try {
+          reduce(b);
+        } catch (...) {
+          failed_ = true;
+          throw;
         }
-        if (!failed) reduce(buckets_[next]);  // after a failure the step is lost: do not wait on peers again
-      } catch (...) {
-        std::lock_guard lk(m_);
-        if (!failure_) failure_ = std::current_exception();
-      }
-      {
-        std::lock_guard lk(m_);
-        ++done_;
-      }
-      cv_.notify_all();
+      }));
     }
   }
 
@@ -325,15 +312,13 @@ class grad_sync {
   std::vector<bucket> buckets_;
   std::vector<std::size_t> bucket_of_;
   std::mutex m_;
-  std::condition_variable cv_;
   std::vector<bool> ready_;
   std::vector<std::size_t> pending_;
-  std::size_t done_ = 0;
-  bool stop_ = false;
+  std::size_t submitted_ = 0;  // buckets handed to the progress thread this step
+  std::vector<work> works_;    // and their handles
+  bool failed_ = false;        // a bucket of this step failed (touched only on the progress thread, and between steps)
   bool synchronized_ = false;  // synchronize() ended the step; no mark_ready since
   std::int64_t step_ = 0;
-  std::exception_ptr failure_;
-  std::thread worker_;
 };
 
 template <class Comm, class E>

@@ -75,6 +75,8 @@ struct shm_options {
   std::optional<std::chrono::duration<double>> timeout{};  // unset: RINGTREE_TIMEOUT (default 300 s)
   std::size_t slots = 8;            // chunks in flight per pair of ranks
   std::size_t slot_bytes = 0;       // 0: 128 KiB, less for many ranks (64 MiB of slots at most)
+  std::string job{};                // who may attach: "" for job_identity() below; a launcher that
+                                    // shares a secret (torch's store) passes it here
 };
 
 namespace detail {
@@ -265,7 +267,7 @@ class shm_segment {
       throw error("shm_transport", rank, cat("rank ", rank, " and size ", size, " do not fit"));
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt.timeout);
-    const std::string job = job_identity();
+    const std::string job = opt.job.empty() ? job_identity() : cat("job ", opt.job).substr(0, sizeof(shm_header::job) - 1);
     if (rank == 0) create(rank, size, opt, job);
     else attach(rank, size, deadline, job);
     hdr()->attached.fetch_add(1);

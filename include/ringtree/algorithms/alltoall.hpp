@@ -1,0 +1,66 @@
+#pragma once
+// Pairwise exchange all-to-all: rank r's block j goes to rank j. In step
+// k = 1..n-1 rank r sends its block for r+k while it receives the block
+// rank r-k holds for it, so every rank talks to one peer at a time and each
+// pair meets exactly once: n-1 steps, (n-1)/n of the buffer sent and
+// received per rank (what MPI libraries run for large all-to-alls).
+//
+// Blocks may differ in size (MPI_Alltoallv): `sends[j]` elements of `in`
+// go to rank j, `recvs[j]` of `out` come from rank j, laid out in rank
+// order. Every pair's message is sent even when it is empty, so a count
+// that rank j does not expect raises there (the transport checks lengths)
+// instead of lingering in the channel.
+#include <numeric>
+#include <vector>
+
+#include <ringtree/algorithms/common.hpp>
+
+namespace ringtree::pairwise {
+
+// Where each rank's block starts, from the blocks' sizes.
+inline std::vector<std::size_t> offsets(std::span<const std::size_t> counts) {
+  std::vector<std::size_t> at(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), at.begin() + 1);
+  return at;
+}
+
+template <transport T, class E>
+void alltoall(T& t, std::span<const E> in, std::span<const std::size_t> sends, std::span<E> out,
+              std::span<const std::size_t> recvs) {
+  const int n = t.size(), r = t.rank();
+  const auto si = offsets(sends), ri = offsets(recvs);
+  auto to = [&](int j) { return in.subspan(si[j], sends[j]); };
+  auto from = [&](int j) { return out.subspan(ri[j], recvs[j]); };
+  t.memory().copy(from(r), to(r));
+  for (int k = 1; k < n; ++k) {
+    const int dst = detail::mod(r + k, n), src = detail::mod(r - k, n);
+    auto rq = detail::post_recv(t, src, from(src));
+    auto sq = detail::post_send(t, dst, to(dst));
+    t.wait(rq);
+    t.wait(sq);
+  }
+}
+
+// Equal blocks: out.size() / n elements to and from every rank.
+template <transport T, class E>
+void alltoall(T& t, std::span<const E> in, std::span<E> out) {
+  const std::vector<std::size_t> counts(t.size(), out.size() / t.size());
+  alltoall(t, in, std::span<const std::size_t>(counts), out, std::span<const std::size_t>(counts));
+}
+
+// The row of the algorithm table (table.hpp). Its bytes are one rank's
+// whole input: n-1 of its n blocks leave, one message per step.
+struct alltoall_row : detail::row<collective::alltoall, algorithm::pairwise> {
+  static constexpr std::string_view name = "pairwise";
+  static constexpr cost_counts counts(const shape& s, double bytes) noexcept {
+    const double moved = s.n > 1 ? bytes * (s.n - 1) / s.n : 0;
+    return s.uniform(s.n - 1, moved, 0, s.n > 0 ? bytes / s.n : 0);
+  }
+  template <transport T, class E>
+  static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<const std::size_t> sends, std::span<E> out,
+                  std::span<const std::size_t> recvs) {
+    alltoall(t, in, sends, out, recvs);
+  }
+};
+
+}  // namespace ringtree::pairwise

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""The torch.distributed backend "ringtree" against exact references and gloo.
+
+    test_backend.py BUILD/python --ranks 2|3 [--only NAME]
+
+Spawns the ranks once (mp.spawn) and runs every check in them; a failed
+check raises in its rank, and mp.spawn then fails the run with its message.
+Exits 77 (meson's skip) where torch cannot be imported.
+"""
+import argparse
+import datetime
+import os
+import socket
+import sys
+import time
+import traceback
+
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import torch.nn as nn
+except ImportError as e:  # pragma: no cover
+    print(f"SKIP: torch is not importable with {sys.executable}: {e}")
+    sys.exit(77)
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
+          torch.int32, torch.int64, torch.bool]
+OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
+       "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+SIZES = [0, 1, 2, 5, 1000, 70001]  # 0, 1, fewer than ranks, not divisible, large
+
+
+def values(rank, count, dtype, salt=0):
+    """Rank's input: small integers (exact in every type and in any order of summation)."""
+    i = torch.arange(count, dtype=torch.int64)
+    v = (i * 7 + rank * 3 + salt) % 5 - 2  # -2..2
+    if dtype == torch.bool:
+        return (v > 0)
+    if dtype == torch.uint8:
+        v = v + 2
+    return v.to(dtype)
+
+
+def reference(inputs, op, dtype):
+    """The reduction over the ranks' inputs, computed in int64/float64 and cast back."""
+    if dtype == torch.bool:
+        x = torch.stack([t.to(torch.int64) for t in inputs])
+        r = {"sum": x.max(0).values, "max": x.max(0).values, "product": x.min(0).values, "min": x.min(0).values}[op]
+        return r.to(torch.bool)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    x = torch.stack([t.to(wide) for t in inputs])
+    n = len(inputs)
+    if op == "sum":
+        r = x.sum(0)
+    elif op == "product":
+        r = x.prod(0)
+    elif op == "min":
+        r = x.min(0).values
+    elif op == "max":
+        r = x.max(0).values
+    else:
+        r = x.sum(0) / n if dtype.is_floating_point else torch.div(x.sum(0), n, rounding_mode="trunc")
+    return r.to(dtype)
+
+
+def same(got, want, what, exact=True):
+    if got.dtype != want.dtype or got.shape != want.shape:
+        raise AssertionError(f"{what}: got {got.dtype} {tuple(got.shape)}, want {want.dtype} {tuple(want.shape)}")
+    if exact or not got.dtype.is_floating_point:
+        ok = torch.equal(got, want)
+    else:
+        ok = torch.allclose(got.to(torch.float64), want.to(torch.float64), rtol=1e-2, atol=1e-2)
+    if not ok:
+        bad = (got != want).nonzero()
+        i = tuple(bad[0].tolist()) if len(bad) else ()
+        raise AssertionError(f"{what}: first difference at {i}: got {got[i] if i else got} want {want[i] if i else want}")
+
+
+def gloo_agrees(gloo, fn, ringtree_result, what):
+    """The same call on gloo gives bitwise the same result (where gloo has the call and type)."""
+    try:
+        g = fn(gloo)
+    except RuntimeError as e:
+        if "does not support" in str(e) or "Unsupported" in str(e) or "Invalid" in str(e) or "not supported" in str(e):
+            return False
+        raise
+    same(ringtree_result, g, what + " (vs gloo)")
+    return True
+
+
+# ---------------------------------------------------------------- checks
+
+def check_collectives(rank, n, gloo):
+    compared = 0
+    for dtype in DTYPES:
+        ops = ["sum", "product", "min", "max"] + ([] if dtype == torch.bool else ["avg"])
+        for count in SIZES:
+            ins = [values(r, count, dtype) for r in range(n)]
+            for op in ops:
+                what = f"all_reduce {op} {dtype} x{count}"
+                t = ins[rank].clone()
+                dist.all_reduce(t, op=OPS[op])
+                same(t, reference(ins, op, dtype), what, exact=(op != "avg"))
+                if op != "avg":
+                    def on(g, x=ins[rank], o=OPS[op]):
+                        y = x.clone()
+                        dist.all_reduce(y, op=o, group=g)
+                        return y
+                    compared += gloo_agrees(gloo, on, t, what)
+                for root in sorted({0, n - 1}):
+                    t = ins[rank].clone()
+                    dist.reduce(t, root, op=OPS[op])
+                    if rank == root:
+                        same(t, reference(ins, op, dtype), f"reduce {op} root {root} {dtype} x{count}", exact=(op != "avg"))
+            # broadcast, all_gather, gather, scatter, reduce_scatter, all_to_all
+            for root in sorted({0, n - 1}):
+                t = ins[rank].clone()
+                dist.broadcast(t, root)
+                same(t, ins[root], f"broadcast root {root} {dtype} x{count}")
+                outs = [torch.empty(count, dtype=dtype) for _ in range(n)] if rank == root else None
+                dist.gather(ins[rank], outs, dst=root)
+                if rank == root:
+                    for r in range(n):
+                        same(outs[r], ins[r], f"gather root {root} {dtype} x{count} block {r}")
+                blocks = [values(root, count, dtype, salt=j) for j in range(n)]
+                t = torch.empty(count, dtype=dtype)
+                dist.scatter(t, blocks if rank == root else None, src=root)
+                same(t, blocks[rank], f"scatter root {root} {dtype} x{count}")
+            outs = [torch.empty(count, dtype=dtype) for _ in range(n)]
+            dist.all_gather(outs, ins[rank])
+            for r in range(n):
+                same(outs[r], ins[r], f"all_gather {dtype} x{count} block {r}")
+            flat = torch.empty(count * n, dtype=dtype)
+            dist._all_gather_base(flat, ins[rank])
+            same(flat, torch.cat(ins), f"_all_gather_base {dtype} x{count}")
+            if dtype != torch.bool:
+                parts = [values(rank, count, dtype, salt=j) for j in range(n)]
+                t = torch.empty(count, dtype=dtype)
+                dist.reduce_scatter(t, parts)
+                same(t, reference([values(r, count, dtype, salt=rank) for r in range(n)], "sum", dtype),
+                     f"reduce_scatter {dtype} x{count}")
+                t2 = torch.empty(count, dtype=dtype)
+                dist._reduce_scatter_base(t2, torch.cat(parts))
+                same(t2, t, f"_reduce_scatter_base {dtype} x{count}")
+            # all_to_all_single with equal blocks, then all_to_all with lists
+            src = torch.cat([values(rank, count, dtype, salt=j) for j in range(n)])
+            dst = torch.empty(count * n, dtype=dtype)
+            dist.all_to_all_single(dst, src)
+            same(dst, torch.cat([values(r, count, dtype, salt=rank) for r in range(n)]), f"all_to_all_single {dtype} x{count}")
+            if count <= 1000:
+                sends = [values(rank, count + j, dtype, salt=j) for j in range(n)]  # rank j gets count + j elements
+                recvs = [torch.empty(count + rank, dtype=dtype) for _ in range(n)]
+                dist.all_to_all(recvs, sends)
+                for r in range(n):
+                    same(recvs[r], values(r, count + rank, dtype, salt=rank), f"all_to_all {dtype} x{count} from {r}")
+    # all_to_all_single with split sizes (rows of a 2-D tensor)
+    # (every rank sends j + 1 rows to rank j, so it receives rank + 1 rows from each)
+    src = torch.cat([torch.full((j + 1, 3), float(100 * rank + j)) for j in range(n)])
+    dst = torch.empty((rank + 1) * n, 3)
+    dist.all_to_all_single(dst, src, output_split_sizes=[rank + 1] * n, input_split_sizes=[j + 1 for j in range(n)])
+    want = torch.cat([torch.full((rank + 1, 3), float(100 * r + rank)) for r in range(n)])
+    same(dst, want, "all_to_all_single with split sizes")
+    # all_reduce_coalesced (what DDP's older paths and users call)
+    ts = [values(rank, c, torch.float32) for c in (3, 0, 17)]
+    dist.all_reduce_coalesced(ts)
+    for c, t in zip((3, 0, 17), ts):
+        same(t, reference([values(r, c, torch.float32) for r in range(n)], "sum", torch.float32), f"all_reduce_coalesced x{c}")
+    # non-contiguous tensors: a transposed view and a strided slice
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) + rank
+    view = base.t()
+    dist.all_reduce(view)
+    same(base, (torch.arange(24, dtype=torch.float32).reshape(4, 6) * n + sum(range(n))), "all_reduce of a transposed view")
+    base = torch.zeros(10)
+    base[::2] = rank + 1
+    dist.all_reduce(base[::2])
+    same(base, torch.tensor([n * (n + 1) / 2, 0] * 5), "all_reduce of a strided slice (odd elements untouched)")
+    dist.barrier()
+    if compared == 0:
+        raise AssertionError("gloo agreed with none of the calls: the comparison did not run")
+    return f"collectives: every dtype x op x size, {compared} all_reduce results also bitwise equal to gloo's"
+
+
+def check_async(rank, n, gloo):
+    t = torch.ones(1 << 20) * (rank + 1)
+    u = torch.ones(16) * (rank + 1)
+    w1 = dist.all_reduce(t, async_op=True)
+    w2 = dist.all_reduce(u, op=dist.ReduceOp.MAX, async_op=True)
+    busy = sum(i * i for i in range(20000))  # Python work while the calls run
+    w2.wait()
+    w1.wait()
+    want = n * (n + 1) / 2
+    if not (torch.all(t == want) and torch.all(u == n)) or busy < 0:
+        raise AssertionError("async all_reduce results are wrong")
+    fut = dist.all_reduce(torch.ones(8) * rank, async_op=True).get_future()
+    res = fut.wait()
+    same(res[0], torch.ones(8) * sum(range(n)), "get_future().wait() of an all_reduce")
+    # completion from the progress thread: nobody waits, the future still completes
+    w = dist.all_reduce(torch.ones(4), async_op=True)
+    deadline = time.time() + 30
+    while not w.is_completed():
+        if time.time() > deadline:
+            raise AssertionError("an async all_reduce nobody waited on did not complete in 30 s")
+        time.sleep(0.001)
+    # point to point: a ring exchange with isend/irecv, then blocking send/recv
+    right, left = (rank + 1) % n, (rank - 1) % n
+    out = torch.full((300000,), float(rank))
+    got = torch.empty(300000)
+    reqs = [dist.isend(out, right, tag=5), dist.irecv(got, left, tag=5)]
+    for r in reqs:
+        r.wait()
+    same(got, torch.full((300000,), float(left)), "isend/irecv ring exchange")
+    if rank == 0:
+        dist.send(torch.arange(10, dtype=torch.int64), 1)
+    elif rank == 1:
+        x = torch.empty(10, dtype=torch.int64)
+        dist.recv(x, 0)
+        same(x, torch.arange(10, dtype=torch.int64), "send/recv")
+    dist.barrier()
+    return "async: overlapped all_reduces, futures, unwaited completion, isend/irecv ring, send/recv"
+
+
+def check_subgroups(rank, n, gloo):
+    members = list(range(0, n, 2)) if n > 2 else [0, 1]
+    sub = dist.new_group(members)  # every rank calls new_group, members or not
+    odd = dist.new_group([r for r in range(n) if r not in members]) if n > 2 else None
+    if rank in members:
+        t = torch.ones(5) * (rank + 1)
+        dist.all_reduce(t, group=sub)
+        same(t, torch.ones(5) * sum(r + 1 for r in members), f"all_reduce on subgroup {members}")
+        b = torch.full((3,), float(rank))
+        dist.broadcast(b, members[-1], group=sub)
+        same(b, torch.full((3,), float(members[-1])), "broadcast on a subgroup (global root rank)")
+    elif odd is not None:
+        t = torch.ones(2)
+        dist.all_reduce(t, group=odd)
+        same(t, torch.ones(2) * (n - len(members)), "all_reduce on the other subgroup")
+    dist.barrier()
+    return f"subgroups: {members} and the rest"
+
+
+def check_errors(rank, n, gloo):
+    # complex tensors travel as their real pairs (torch's view_as_real)
+    z = torch.complex(torch.ones(4) * rank, torch.ones(4))
+    dist.all_reduce(z)
+    same(z, torch.complex(torch.ones(4) * sum(range(n)), torch.ones(4) * n), "all_reduce of complex64")
+    # a type ringtree does not carry, and a sparse tensor: raised on every rank, before anything moves
+    for bad, words in [(torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8), "not supported"),
+                       (torch.ones(4).to_sparse(), "sparse")]:
+        try:
+            dist.all_reduce(bad)
+            raise AssertionError(f"all_reduce of {bad.dtype} {bad.layout} did not raise")
+        except RuntimeError as e:
+            if words not in str(e) or "ringtree" not in str(e):
+                raise AssertionError(f"{bad.dtype} {bad.layout}: unclear error: {e}")
+    try:
+        dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BAND)
+        raise AssertionError("all_reduce with BAND did not raise")
+    except (RuntimeError, ValueError) as e:
+        if "not supported" not in str(e) and "BAND" not in str(e):
+            raise AssertionError(f"BAND: unclear error: {e}")
+    # shapes that differ across ranks: every rank raises, naming the ranks
+    try:
+        dist.all_reduce(torch.ones(10 + rank))
+        raise AssertionError("all_reduce of different sizes on the ranks did not raise")
+    except RuntimeError as e:
+        if "differ" not in str(e) or "count" not in str(e):
+            raise AssertionError(f"mismatched shapes: unclear error: {e}")
+    # the group still works afterwards
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    same(t, torch.ones(3) * n, "all_reduce after the errors")
+    return "errors: unsupported dtype and op, mismatched shapes raise on every rank; the group goes on"
+
+
+class Net(nn.Module):
+    def __init__(self, unused):
+        super().__init__()
+        self.a = nn.Linear(10, 10)
+        self.b = nn.Linear(10, 5)
+        if unused:
+            self.unused = nn.Linear(5, 5)  # never in the graph: find_unused_parameters
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def train(rank, n, group, steps=6, find_unused=False, no_sync_every=0, hook=None):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = Net(unused=find_unused)
+    ddp = DDP(model, process_group=group, find_unused_parameters=find_unused)
+    if hook is not None:
+        ddp.register_comm_hook(group, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(1 + rank)
+    for step in range(steps):
+        x, y = torch.randn(8, 10, generator=g), torch.randn(8, 5, generator=g)
+        opt.zero_grad()
+        if no_sync_every and step % no_sync_every == 0:
+            with ddp.no_sync():  # accumulate locally, synchronize on the next step
+                torch.nn.functional.mse_loss(ddp(x), y).backward()
+            x, y = torch.randn(8, 10, generator=g), torch.randn(8, 5, generator=g)
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def check_ddp(rank, n, gloo):
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
+    exact = n == 2  # two summands add alike in any order; three may round differently
+    done = []
+    for name, kw in [("plain", {}), ("find_unused_parameters", {"find_unused": True}),
+                     ("no_sync", {"no_sync_every": 2}), ("fp16_compress_hook", {"hook": fp16_compress_hook})]:
+        ours = train(rank, n, None, **kw)
+        theirs = train(rank, n, gloo, **kw)
+        same(ours, theirs, f"DDP {name}: parameters vs gloo", exact=exact)
+        done.append(name)
+    return "DDP vs gloo (" + ("bitwise" if exact else "within rounding") + "): " + ", ".join(done)
+
+
+CHECKS = {"collectives": check_collectives, "async": check_async, "subgroups": check_subgroups,
+          "errors": check_errors, "ddp": check_ddp}
+
+
+def worker(rank, n, port, only, module_dir):
+    sys.path.insert(0, module_dir)
+    import ringtree_torch  # noqa: F401
+    os.environ["MASTER_ADDR"] = "localhost"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("ringtree", rank=rank, world_size=n, timeout=datetime.timedelta(seconds=60))
+    pg = dist.distributed_c10d._get_default_group()
+    if getattr(pg, "transport", None) not in ("shm", "mpi"):
+        raise AssertionError(f"the default group is not ringtree's: {pg!r}")
+    gloo = dist.new_group(backend="gloo")
+    for name, fn in CHECKS.items():
+        if only and name != only:
+            continue
+        t0 = time.time()
+        try:
+            msg = fn(rank, n, gloo)
+        except Exception:
+            raise AssertionError(f"rank {rank}: check '{name}' failed:\n{traceback.format_exc()}")
+        if rank == 0:
+            print(f"ok {n} ranks ({pg.transport}): {msg} [{time.time() - t0:.1f} s]", flush=True)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("module_dir")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    mp.spawn(worker, args=(a.ranks, free_port(), a.only, os.path.abspath(a.module_dir)), nprocs=a.ranks, join=True)
+
+
+if __name__ == "__main__":
+    main()
