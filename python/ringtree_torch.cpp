@@ -16,402 +16,18 @@
 #include <torch/python.h>
 
 #include <pybind11/chrono.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <memory>
-#include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <variant>
-#include <vector>
 
-#include <ringtree/communicator.hpp>
-#include <ringtree/transport/shm.hpp>
-#ifdef RINGTREE_TORCH_MPI
-#include <ringtree/transport/mpi.hpp>
-#endif
+#include "backend.hpp"
 
 namespace ringtree_torch {
-
-using ringtree::op;
-template <class T>
-using comm_over = ringtree::communicator<T>;
-
-[[noreturn]] void fail(const std::string& call, int rank, const std::string& what) {
-  throw ringtree::error("ringtree_torch " + call, rank, what);
-}
-
-// torch's element types and ringtree's: bool travels as uint8 (0 or 1),
-// with sum as or and product as and.
-template <class F>
-decltype(auto) with_element(at::ScalarType t, const std::string& call, int rank, F&& f) {
-  switch (t) {
-    case at::kFloat: return f.template operator()<float>();
-    case at::kDouble: return f.template operator()<double>();
-    case at::kHalf: return f.template operator()<ringtree::half>();
-    case at::kBFloat16: return f.template operator()<ringtree::bfloat16>();
-    case at::kChar: return f.template operator()<std::int8_t>();
-    case at::kByte: return f.template operator()<std::uint8_t>();
-    case at::kShort: return f.template operator()<std::int16_t>();
-    case at::kInt: return f.template operator()<std::int32_t>();
-    case at::kLong: return f.template operator()<std::int64_t>();
-    case at::kBool: return f.template operator()<std::uint8_t>();
-    default:
-      fail(call, rank, std::string("tensors of ") + c10::toString(t) +
-                           " are not supported (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool are)");
-  }
-}
-
-op to_op(const c10d::ReduceOp& r, at::ScalarType t, const std::string& call, int rank) {
-  const bool b = t == at::kBool;
-  switch (r.op_) {
-    case c10d::ReduceOp::SUM: return b ? op::max : op::sum;
-    case c10d::ReduceOp::PRODUCT: return b ? op::min : op::prod;
-    case c10d::ReduceOp::MIN: return op::min;
-    case c10d::ReduceOp::MAX: return op::max;
-    case c10d::ReduceOp::AVG:
-      if (b) fail(call, rank, "ReduceOp.AVG of bool tensors has no meaning");
-      return op::avg;
-    default:
-      fail(call, rank, "ReduceOp " + std::to_string(int(r.op_)) + " is not supported (SUM, AVG, PRODUCT, MIN, MAX are)");
-  }
-}
-
-// A tensor the collectives can run on: dense, on the CPU; a
-// non-contiguous one runs on a contiguous copy that is copied back.
-struct operand {
-  at::Tensor user, flat;
-  template <class E>
-  std::span<E> span() const {
-    return {static_cast<E*>(flat.data_ptr()), static_cast<std::size_t>(flat.numel())};
-  }
-  void copy_back() const {
-    if (!flat.is_same(user)) user.copy_(flat);
-  }
-};
-operand prepare(const at::Tensor& t, const std::string& call, int rank) {
-  if (!t.defined()) fail(call, rank, "got an undefined tensor");
-  if (!t.device().is_cpu()) fail(call, rank, "tensors must be on the CPU, got one on " + t.device().str());
-  if (t.layout() != at::kStrided) fail(call, rank, "sparse tensors are not supported");
-  return {t, t.is_contiguous() ? t : t.contiguous()};
-}
-void same_type(const std::vector<at::Tensor>& ts, at::ScalarType t, const std::string& call, int rank) {
-  for (const auto& x : ts)
-    if (x.scalar_type() != t)
-      fail(call, rank, std::string("all tensors must have one type: got ") + c10::toString(t) + " and " + c10::toString(x.scalar_type()));
-}
-const at::Tensor& only(const std::vector<at::Tensor>& ts, const std::string& call, int rank) {
-  if (ts.size() != 1) fail(call, rank, "takes one tensor per rank, got " + std::to_string(ts.size()));
-  return ts[0];
-}
-// Many tensors as one flat buffer and back (coalesced calls, lists).
-at::Tensor flatten(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> flat;
-  for (const auto& t : ts) flat.push_back(t.reshape(-1));
-  return flat.empty() ? at::Tensor() : at::cat(flat);
-}
-void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
-  int64_t at = 0;
-  for (const auto& t : ts) {
-    t.copy_(flat.narrow(0, at, t.numel()).view(t.sizes()));
-    at += t.numel();
-  }
-}
-
-// torch's Work over a ringtree::work: the future is completed (or failed)
-// by whichever thread ran the call.
-class work final : public c10d::Work {
- public:
-  work(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type), outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
-  void start(ringtree::work w) { w_ = std::move(w); }
-  void done(std::exception_ptr e) {
-    if (e) future_->setError(e);
-    else future_->markCompleted(c10::IValue(outputs_));
-    finish(e);
-  }
-  bool wait(std::chrono::milliseconds) override {
-    w_.wait();  // runs the call here if it has not started; rethrows its error
-    return true;
-  }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
- private:
-  ringtree::work w_;
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// What both transports share: every collective, written once against a
-// communicator type.
-template <class Comm>
-class group {
- public:
-  group(Comm coll, Comm p2p, std::string transport)
-      : coll_(std::move(coll)), p2p_(std::move(p2p)), transport_(std::move(transport)) {
-    // Ranks that disagree (shapes, types, ops, roots) raise on every rank
-    // before any data moves, instead of exchanging wrong bytes.
-    coll_.set_checked(true);
-  }
-  int rank() const { return coll_.rank(); }
-  int size() const { return coll_.size(); }
-  const std::string& transport() const { return transport_; }
-
-  using result = c10::intrusive_ptr<c10d::Work>;
-
-  result allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) {
-    const std::string call = "all_reduce";
-    auto x = prepare(only(ts, call, rank()), call, rank());
-    const op ro = to_op(o.reduceOp, x.user.scalar_type(), call, rank());
-    return typed(x.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::ALLREDUCE, {x.user}, [this, x, ro] {
-        coll_.allreduce(x.template span<E>(), ro);
-        x.copy_back();
-      });
-    });
-  }
-  result allreduce_coalesced(std::vector<at::Tensor>& ts, const c10d::AllreduceCoalescedOptions& o) {
-    const std::string call = "all_reduce_coalesced";
-    if (ts.empty()) fail(call, rank(), "got no tensors");
-    for (const auto& t : ts) prepare(t, call, rank());
-    same_type(ts, ts[0].scalar_type(), call, rank());
-    const op ro = to_op(o.reduceOp, ts[0].scalar_type(), call, rank());
-    return typed(ts[0].scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::ALLREDUCE_COALESCED, ts, [this, ts, ro] {
-        const operand f{at::Tensor(), flatten(ts)};
-        coll_.allreduce(f.template span<E>(), ro);
-        unflatten(f.flat, ts);
-      });
-    });
-  }
-  result broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) {
-    const std::string call = "broadcast";
-    auto x = prepare(only(ts, call, rank()), call, rank());
-    const int root = static_cast<int>(o.rootRank);
-    return typed(x.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::BROADCAST, {x.user}, [this, x, root] {
-        coll_.broadcast(x.template span<E>(), root);
-        x.copy_back();
-      });
-    });
-  }
-  result reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) {
-    const std::string call = "reduce";
-    auto x = prepare(only(ts, call, rank()), call, rank());
-    const op ro = to_op(o.reduceOp, x.user.scalar_type(), call, rank());
-    const int root = static_cast<int>(o.rootRank);
-    return typed(x.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::REDUCE, {x.user}, [this, x, ro, root] {
-        auto s = x.template span<E>();
-        coll_.reduce(std::span<const E>(s), rank() == root ? s : s.first(0), root, ro);
-        x.copy_back();
-      });
-    });
-  }
-  result allgather(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins, const c10d::AllgatherOptions&) {
-    const std::string call = "all_gather";
-    auto x = prepare(only(ins, call, rank()), call, rank());
-    if (outs.size() != 1 || outs[0].size() != std::size_t(size()))
-      fail(call, rank(), "needs one list of " + std::to_string(size()) + " output tensors");
-    check_like(outs[0], x.user, call);
-    return typed(x.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::ALLGATHER, outs[0], [this, x, out = outs[0]] {
-        const operand all{at::Tensor(), at::empty({x.user.numel() * size()}, x.user.options())};
-        coll_.allgather(std::span<const E>(x.template span<E>()), all.template span<E>());
-        unflatten(all.flat, out);
-      });
-    });
-  }
-  result allgather_base(at::Tensor& out, at::Tensor& in) {
-    const std::string call = "_allgather_base";
-    auto x = prepare(in, call, rank()), y = prepare(out, call, rank());
-    same_type({out}, in.scalar_type(), call, rank());
-    return typed(in.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::_ALLGATHER_BASE, {out}, [this, x, y] {
-        coll_.allgather(std::span<const E>(x.template span<E>()), y.template span<E>());
-        y.copy_back();
-      });
-    });
-  }
-  result reduce_scatter(std::vector<at::Tensor>& outs, std::vector<std::vector<at::Tensor>>& ins,
-                        const c10d::ReduceScatterOptions& o) {
-    const std::string call = "reduce_scatter";
-    auto y = prepare(only(outs, call, rank()), call, rank());
-    if (ins.size() != 1 || ins[0].size() != std::size_t(size()))
-      fail(call, rank(), "needs one list of " + std::to_string(size()) + " input tensors");
-    check_like(ins[0], y.user, call);
-    const op ro = to_op(o.reduceOp, y.user.scalar_type(), call, rank());
-    return typed(y.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::REDUCE_SCATTER, {y.user}, [this, y, in = ins[0], ro] {
-        const operand f{at::Tensor(), flatten(in)};
-        coll_.reduce_scatter(std::span<const E>(f.template span<E>()), y.template span<E>(), ro);
-        y.copy_back();
-      });
-    });
-  }
-  result reduce_scatter_base(at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& o) {
-    const std::string call = "_reduce_scatter_base";
-    auto x = prepare(in, call, rank()), y = prepare(out, call, rank());
-    same_type({out}, in.scalar_type(), call, rank());
-    const op ro = to_op(o.reduceOp, in.scalar_type(), call, rank());
-    return typed(in.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::_REDUCE_SCATTER_BASE, {out}, [this, x, y, ro] {
-        coll_.reduce_scatter(std::span<const E>(x.template span<E>()), y.template span<E>(), ro);
-        y.copy_back();
-      });
-    });
-  }
-  result gather(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins, const c10d::GatherOptions& o) {
-    const std::string call = "gather";
-    auto x = prepare(only(ins, call, rank()), call, rank());
-    const int root = static_cast<int>(o.rootRank);
-    const bool is_root = rank() == root;
-    if (is_root && (outs.size() != 1 || outs[0].size() != std::size_t(size())))
-      fail(call, rank(), "needs one list of " + std::to_string(size()) + " output tensors on the root");
-    if (!is_root && !outs.empty() && !outs[0].empty()) fail(call, rank(), "takes output tensors only on the root");
-    std::vector<at::Tensor> out = is_root ? outs[0] : std::vector<at::Tensor>{};
-    if (is_root) check_like(out, x.user, call);
-    return typed(x.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::GATHER, out, [this, x, out, root, is_root] {
-        const operand all{at::Tensor(), at::empty({is_root ? x.user.numel() * size() : 0}, x.user.options())};
-        coll_.gather(std::span<const E>(x.template span<E>()), all.template span<E>(), root);
-        if (is_root) unflatten(all.flat, out);
-      });
-    });
-  }
-  result scatter(std::vector<at::Tensor>& outs, std::vector<std::vector<at::Tensor>>& ins, const c10d::ScatterOptions& o) {
-    const std::string call = "scatter";
-    auto y = prepare(only(outs, call, rank()), call, rank());
-    const int root = static_cast<int>(o.rootRank);
-    const bool is_root = rank() == root;
-    if (is_root && (ins.size() != 1 || ins[0].size() != std::size_t(size())))
-      fail(call, rank(), "needs one list of " + std::to_string(size()) + " input tensors on the root");
-    if (!is_root && !ins.empty() && !ins[0].empty()) fail(call, rank(), "takes input tensors only on the root");
-    std::vector<at::Tensor> in = is_root ? ins[0] : std::vector<at::Tensor>{};
-    if (is_root) check_like(in, y.user, call);
-    return typed(y.user.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::SCATTER, {y.user}, [this, y, in, root, is_root] {
-        const operand f{at::Tensor(), is_root ? flatten(in) : at::empty({0}, y.user.options())};
-        coll_.scatter(std::span<const E>(f.template span<E>()), y.template span<E>(), root);
-        y.copy_back();
-      });
-    });
-  }
-  // all_to_all_single: splits count rows of dim 0 (none: equal blocks).
-  result alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits, std::vector<int64_t>& in_splits) {
-    const std::string call = "all_to_all_single";
-    auto x = prepare(in, call, rank()), y = prepare(out, call, rank());
-    same_type({out}, in.scalar_type(), call, rank());
-    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
-      std::vector<std::size_t> c(size());
-      const int64_t rows = t.dim() == 0 ? 1 : t.size(0), row = rows == 0 ? 0 : t.numel() / rows;
-      if (splits.empty()) {
-        if (rows % size() != 0)
-          fail(call, rank(), std::string(which) + " has " + std::to_string(rows) + " rows, not a multiple of " +
-                                 std::to_string(size()) + " ranks (pass split sizes)");
-        std::fill(c.begin(), c.end(), static_cast<std::size_t>(rows / size() * row));
-      } else {
-        if (splits.size() != std::size_t(size()))
-          fail(call, rank(), std::string(which) + " split sizes have " + std::to_string(splits.size()) + " entries for " +
-                                 std::to_string(size()) + " ranks");
-        for (int j = 0; j < size(); ++j) {
-          if (splits[j] < 0) fail(call, rank(), std::string(which) + " split size " + std::to_string(splits[j]) + " is negative");
-          c[j] = static_cast<std::size_t>(splits[j] * row);
-        }
-      }
-      return c;
-    };
-    auto sends = counts(in, in_splits, "input"), recvs = counts(out, out_splits, "output");
-    return typed(in.scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::ALLTOALL_BASE, {out}, [this, x, y, sends, recvs] {
-        coll_.alltoall(std::span<const E>(x.template span<E>()), sends, y.template span<E>(), recvs);
-        y.copy_back();
-      });
-    });
-  }
-  // all_to_all: tensor j of the inputs goes to rank j, of any size.
-  result alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins) {
-    const std::string call = "all_to_all";
-    if (outs.size() != std::size_t(size()) || ins.size() != std::size_t(size()))
-      fail(call, rank(), "needs " + std::to_string(size()) + " input and output tensors, got " + std::to_string(ins.size()) +
-                             " and " + std::to_string(outs.size()));
-    for (const auto& t : outs) prepare(t, call, rank());
-    for (const auto& t : ins) prepare(t, call, rank());
-    same_type(outs, ins[0].scalar_type(), call, rank());
-    same_type(ins, ins[0].scalar_type(), call, rank());
-    std::vector<std::size_t> sends, recvs;
-    for (const auto& t : ins) sends.push_back(static_cast<std::size_t>(t.numel()));
-    for (const auto& t : outs) recvs.push_back(static_cast<std::size_t>(t.numel()));
-    return typed(ins[0].scalar_type(), call, [&]<class E>() {
-      return launch(coll_, c10d::OpType::ALLTOALL, outs, [this, ins, outs, sends, recvs] {
-        const operand f{at::Tensor(), flatten(ins)};
-        const auto total = std::accumulate(recvs.begin(), recvs.end(), std::size_t{0});
-        const operand g{at::Tensor(), at::empty({static_cast<int64_t>(total)}, ins[0].options())};
-        coll_.alltoall(std::span<const E>(f.template span<E>()), sends, g.template span<E>(), recvs);
-        unflatten(g.flat, outs);
-      });
-    });
-  }
-  result barrier() {
-    return launch(coll_, c10d::OpType::BARRIER, {}, [this] { coll_.barrier(); });
-  }
-  // (deferred by the engine: they start when waited on, so their futures
-  // complete then too)
-  result send(std::vector<at::Tensor>& ts, int peer, int tag) {
-    const std::string call = "send";
-    auto x = prepare(only(ts, call, rank()), call, rank());
-    return typed(x.user.scalar_type(), call, [&]<class E>() -> result {
-      auto w = c10::make_intrusive<work>(rank(), c10d::OpType::SEND, std::vector<at::Tensor>{x.user});
-      w->start(p2p_.send_async(std::span<const E>(x.template span<E>()), peer, tag, [w, x](std::exception_ptr e) { w->done(e); }));
-      return w;
-    });
-  }
-  result recv(std::vector<at::Tensor>& ts, int peer, int tag) {
-    const std::string call = "recv";
-    auto x = prepare(only(ts, call, rank()), call, rank());
-    return typed(x.user.scalar_type(), call, [&]<class E>() -> result {
-      auto w = c10::make_intrusive<work>(rank(), c10d::OpType::RECV, std::vector<at::Tensor>{x.user});
-      w->start(p2p_.recv_async(x.template span<E>(), peer, tag, [w, x](std::exception_ptr e) {
-        if (!e) x.copy_back();
-        w->done(e);
-      }));
-      return w;
-    });
-  }
-
- private:
-  template <class F>
-  result typed(at::ScalarType t, const std::string& call, F&& f) {
-    return with_element(t, call, rank(), std::forward<F>(f));
-  }
-  void check_like(const std::vector<at::Tensor>& ts, const at::Tensor& like, const std::string& call) {
-    for (const auto& t : ts) {
-      prepare(t, call, rank());
-      if (t.scalar_type() != like.scalar_type() || t.numel() != like.numel())
-        fail(call, rank(), std::string("every tensor of the list must match the other argument: ") + c10::toString(like.scalar_type()) +
-                               " x " + std::to_string(like.numel()) + ", got " + c10::toString(t.scalar_type()) + " x " +
-                               std::to_string(t.numel()));
-    }
-  }
-  // Queues `run` on the communicator's progress thread.
-  template <class F>
-  result launch(Comm& c, c10d::OpType type, std::vector<at::Tensor> outputs, F run) {
-    auto w = c10::make_intrusive<work>(rank(), type, std::move(outputs));
-    w->start(c.submit(std::move(run), [w](std::exception_ptr e) { w->done(e); }));
-    return w;
-  }
-  Comm coll_, p2p_;
-  std::string transport_;
-};
 
 // Where the ranks run: the host's name and boot id (ranks in other network
 // namespaces of one machine still share its memory).
@@ -440,9 +56,7 @@ void set_string(c10d::Store& store, const std::string& key, const std::string& v
   store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-using shm_group = group<comm_over<ringtree::shm_transport>>;
 #ifdef RINGTREE_TORCH_MPI
-using mpi_group = group<comm_over<ringtree::mpi_transport>>;
 using any_group = std::variant<std::unique_ptr<shm_group>, std::unique_ptr<mpi_group>>;
 #else
 using any_group = std::variant<std::unique_ptr<shm_group>>;
@@ -514,6 +128,20 @@ class process_group final : public c10d::ProcessGroup {
   any_group g_;
 };
 
+// MPI started by this module is finalized at exit (groups still alive
+// then skip their MPI calls: mpi_transport checks MPI_Finalized).
+bool& we_initialized_mpi() {
+  static bool b = false;
+  return b;
+}
+void finalize_mpi() {
+#ifdef RINGTREE_TORCH_MPI
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (we_initialized_mpi() && !finalized) MPI_Finalize();
+#endif
+}
+
 // What torch calls for init_process_group("ringtree") and new_group:
 // (store with this group's prefix, rank, size, timeout).
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -558,6 +186,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   if (!initialized) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);  // two progress threads: collectives and send/recv
+    we_initialized_mpi() = true;  // and finalize it at exit (module init registers that)
   }
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -575,10 +204,12 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   ringtree::mpi_options opt;
   opt.timeout = std::chrono::duration<double>(seconds);
   using C = comm_over<ringtree::mpi_transport>;
-  return c10::make_intrusive<process_group>(
-      rank, size,
-      std::make_unique<mpi_group>(C(std::make_unique<ringtree::mpi_transport>(coll_comm, opt)),
-                                  C(std::make_unique<ringtree::mpi_transport>(p2p_comm, opt)), "mpi"));
+  auto coll = std::make_unique<ringtree::mpi_transport>(coll_comm, opt);  // (each makes its own duplicate)
+  auto p2p = std::make_unique<ringtree::mpi_transport>(p2p_comm, opt);
+  MPI_Comm_free(&coll_comm);
+  MPI_Comm_free(&p2p_comm);
+  return c10::make_intrusive<process_group>(rank, size,
+                                            std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), "mpi"));
 #else
   (void)under_mpirun;
   fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=mpi, but ringtree_torch was built without MPI"
@@ -598,4 +229,6 @@ PYBIND11_MODULE(ringtree_torch, m) {
   m.def("_create", &ringtree_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   py::module::import("torch.distributed").attr("Backend").attr("register_backend")("ringtree", m.attr("_create"));
+  m.def("_finalize_mpi", &ringtree_torch::finalize_mpi, py::call_guard<py::gil_scoped_release>());
+  py::module::import("atexit").attr("register")(m.attr("_finalize_mpi"));
 }

@@ -101,6 +101,9 @@ struct device_comm {
   template <class E> void allgather(std::span<const E> in, std::span<E> out, algorithm a) {
     run<E>(in, out, [&](auto i, auto x) { comm.allgather(i, x, a); });
   }
+  template <class E> void alltoall(std::span<const E> in, std::span<E> out, algorithm a) {
+    run<E>(in, out, [&](auto i, auto x) { comm.alltoall(i, x, a); });
+  }
   void barrier() { comm.barrier(); }
 };
 

@@ -2,6 +2,7 @@
 """The torch.distributed backend "ringtree" against exact references and gloo.
 
     test_backend.py BUILD/python --ranks 2|3 [--only NAME]
+    RINGTREE_TORCH_TRANSPORT=mpi mpirun -np 2 test_backend.py BUILD/python   (the MPI transport)
 
 Spawns the ranks once (mp.spawn) and runs every check in them; a failed
 check raises in its rank, and mp.spawn then fails the run with its message.
@@ -319,8 +320,37 @@ def check_ddp(rank, n, gloo):
     return "DDP vs gloo (" + ("bitwise" if exact else "within rounding") + "): " + ", ".join(done)
 
 
+def check_faults(rank, n, gloo):
+    """A stalled peer, then a dead one: RuntimeError naming it within the group's timeout, never a hang."""
+    last = n - 1
+    quick = dist.new_group(backend="ringtree", timeout=datetime.timedelta(seconds=3))
+    t0 = time.time()
+    if rank == last:
+        time.sleep(6)  # stalls past the others' timeout
+    try:
+        dist.all_reduce(torch.ones(4), group=quick)
+        if rank != last:
+            raise AssertionError("all_reduce with a stalled peer did not raise")
+    except RuntimeError as e:
+        took = time.time() - t0
+        if rank != last and (f"rank {last}" not in str(e) or took > 30):
+            raise AssertionError(f"stalled peer: after {took:.1f} s, an error that does not name rank {last}: {e}")
+    dist.barrier(group=gloo)
+    if rank == last:
+        os._exit(0)  # dies without a word
+    t0 = time.time()
+    try:
+        dist.all_reduce(torch.ones(1 << 16))
+        raise AssertionError("all_reduce with a dead peer did not raise")
+    except RuntimeError as e:
+        took = time.time() - t0
+        if f"rank {last}" not in str(e) or took > 30:
+            raise AssertionError(f"dead peer: after {took:.1f} s, an error that does not name rank {last}: {e}")
+    return f"faults: a stalled rank {last}, then a dead one, raise naming it"
+
+
 CHECKS = {"collectives": check_collectives, "async": check_async, "subgroups": check_subgroups,
-          "errors": check_errors, "ddp": check_ddp}
+          "errors": check_errors, "ddp": check_ddp, "faults": check_faults}  # faults last: it ends the group
 
 
 def worker(rank, n, port, only, module_dir):
@@ -334,7 +364,7 @@ def worker(rank, n, port, only, module_dir):
         raise AssertionError(f"the default group is not ringtree's: {pg!r}")
     gloo = dist.new_group(backend="gloo")
     for name, fn in CHECKS.items():
-        if only and name != only:
+        if (only and name != only) or (not only and name == "faults"):
             continue
         t0 = time.time()
         try:
@@ -343,7 +373,8 @@ def worker(rank, n, port, only, module_dir):
             raise AssertionError(f"rank {rank}: check '{name}' failed:\n{traceback.format_exc()}")
         if rank == 0:
             print(f"ok {n} ranks ({pg.transport}): {msg} [{time.time() - t0:.1f} s]", flush=True)
-    dist.destroy_process_group()
+    if only != "faults":
+        dist.destroy_process_group()
 
 
 def free_port():
@@ -356,8 +387,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("module_dir")
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="one check (faults runs only when named)")
     a = ap.parse_args()
+    if "OMPI_COMM_WORLD_RANK" in os.environ:  # started by mpirun: this process is one rank
+        job = os.environ.get("OMPI_MCA_ess_base_jobid", "") + os.environ.get("PMIX_NAMESPACE", "")
+        port = 20000 + sum(ord(c) * 31 ** i for i, c in enumerate(job)) % 20000  # the same on every rank
+        worker(int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"]), port, a.only,
+               os.path.abspath(a.module_dir))
+        return
     mp.spawn(worker, args=(a.ranks, free_port(), a.only, os.path.abspath(a.module_dir)), nprocs=a.ranks, join=True)
 
 

@@ -1,0 +1,189 @@
+// Asynchronous calls (core/work.hpp), point to point and all-to-all with
+// blocks of any size. (all_cases in collective_check.hpp runs the equal-
+// block all-to-all against its reference with the other collectives.)
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/train/grad_sync.hpp>
+
+#include "host_check.hpp"
+
+using namespace ringtree;
+
+TEST_CASE("async: calls run in order, overlap the caller, and give the same results as synchronous ones") {
+  for (int n : {1, 2, 3, 4}) {
+    local_world world(n);
+    world.run([n](local_transport& t) {
+      communicator comm(t);
+      const int r = comm.rank();
+      std::vector<float> a(100000, r + 1.0f), b(33, float(r));
+      std::vector<std::int64_t> c(n * 5), d(5);
+      std::iota(c.begin(), c.end(), std::int64_t(r) * 1000);
+      auto wa = comm.allreduce_async(a);
+      auto wb = comm.allreduce_async(b, op::max);
+      auto wc = comm.reduce_scatter_async(c, d);
+      std::vector<int> g(n), one{r * 7};
+      auto wg = comm.allgather_async(one, g);
+      auto bar = comm.barrier_async();
+      // waits in any order: each runs the queue up to itself
+      wg.wait();
+      wc.wait();
+      wb.wait();
+      wa.wait();
+      bar.wait();
+      CHECK(wa.test());
+      CHECK(wa.exception() == nullptr);
+      CHECK(a[99999] == float(n * (n + 1) / 2));
+      CHECK(b[32] == float(n - 1));
+      for (int i = 0; i < 5; ++i) {
+        std::int64_t want = 0;
+        for (int q = 0; q < n; ++q) want += q * 1000 + r * 5 + i;
+        CHECK(d[i] == want);
+      }
+      for (int q = 0; q < n; ++q) CHECK(g[q] == q * 7);
+      // a synchronous call after queued ones waits for them first
+      std::vector<double> e(10, 1.0), f(10, 2.0);
+      auto we = comm.allreduce_async(e);
+      comm.allreduce(f);
+      CHECK(we.test());
+      CHECK(e[0] == double(n));
+      CHECK(f[0] == 2.0 * n);
+      // nobody waits: the progress thread completes it, and on_done runs
+      std::atomic<bool> called{false};
+      std::vector<int> h(4, 1);
+      auto wh = comm.submit([&] { comm.allreduce(h); }, [&](std::exception_ptr ex) { called = ex == nullptr; });
+      for (int spin = 0; spin < 100000 && !wh.test(); ++spin) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      CHECK(wh.test());
+      CHECK(called.load());
+      CHECK(h[3] == n);
+    });
+  }
+}
+
+TEST_CASE("async: an error stays with its call; later calls still run") {
+  local_world world(2);
+  world.run([](local_transport& t) {
+    communicator comm(t);
+    std::vector<float> in(4), out(5), ok(3, 1.0f);
+    auto bad = comm.allreduce_async(in, out);  // sizes differ: raised before any message
+    auto good = comm.allreduce_async(ok);
+    good.wait();
+    CHECK(ok[0] == 2.0f);
+    CHECK(bad.test());
+    CHECK(bad.exception() != nullptr);
+    CHECK_THROWS_WITH_AS(bad.wait(), doctest::Contains("out.size() = 5 but in.size() = 4"), error);
+  });
+}
+
+TEST_CASE("async: grad_sync's buckets and the caller's own calls share one progress thread") {
+  local_world world(3);
+  world.run([](local_transport& t) {
+    communicator comm(t);
+    std::vector<std::vector<float>> g = {std::vector<float>(1000), std::vector<float>(10), std::vector<float>(5000)};
+    std::vector<std::span<float>> spans(g.begin(), g.end());
+    grad_sync_options o;
+    o.bucket_bytes = 4096;
+    o.last_bucket_bytes = 64;
+    grad_sync sync(comm, spans, o);
+    for (int step = 0; step < 3; ++step) {
+      for (auto& v : g) std::fill(v.begin(), v.end(), float(comm.rank() + step));
+      for (std::size_t i = g.size(); i-- > 0;) sync.mark_ready(i);
+      std::vector<int> x(2, 1);
+      auto w = comm.allreduce_async(x);  // queued behind the buckets
+      sync.synchronize();
+      w.wait();
+      CHECK(x[0] == 3);
+      for (auto& v : g) CHECK(v.back() == doctest::Approx(1.0f + step));
+    }
+  });
+}
+
+TEST_CASE("send/recv: in order per pair, tags and counts checked, exchanges posted together never deadlock") {
+  for (int n : {2, 3, 5}) {
+    local_world world(n);
+    world.run([n](local_transport& t) {
+      communicator comm(t);
+      const int r = comm.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
+      // a ring exchange of large messages, both sides posted before either waits
+      std::vector<double> out(300000, r), got(300000, -1);
+      auto s = comm.send_async(out, right, 9);
+      auto q = comm.recv_async(got, left, 9);
+      s.wait();
+      q.wait();
+      CHECK(got[299999] == double(left));
+      // blocking, along a chain; empty messages too
+      std::vector<std::int16_t> v(7, std::int16_t(r)), empty;
+      if (r > 0) {
+        comm.recv(v, r - 1, 1);
+        CHECK(v[6] == std::int16_t(r - 1));
+        comm.recv(empty, r - 1, 2);
+      }
+      v.assign(7, std::int16_t(r));
+      if (r + 1 < n) {
+        comm.send(v, r + 1, 1);
+        comm.send(empty, r + 1, 2);
+      }
+      comm.barrier();
+    });
+  }
+}
+
+TEST_CASE("send/recv: a wrong tag or count raises on both ranks; bad peers are refused before sending") {
+  local_world world(2);
+  std::vector<std::string> what(2);
+  try {
+    world.run([&](local_transport& t) {
+      communicator comm(t);
+      CHECK_THROWS_WITH_AS(comm.send(std::vector<int>(2), 2), doctest::Contains("peer 2 is not another rank of 2"), error);
+      CHECK_THROWS_WITH_AS(comm.send(std::vector<int>(2), comm.rank()), doctest::Contains("is not another rank"), error);
+      std::vector<int> v(4, 1);
+      try {
+        if (comm.rank() == 0) comm.send(v, 1, 3);
+        else comm.recv(v, 0, 4);
+      } catch (const error& e) {
+        what[comm.rank()] = e.what();
+        throw;
+      }
+    });
+  } catch (const error&) {
+  }
+  CHECK(rt_test::has(what[1], "rank 0 sent 4 elements of int32 with tag 3, but this rank receives 4 elements of int32 with tag 4"));
+  CHECK(!what[0].empty());  // the sender learns its receiver gave up
+}
+
+TEST_CASE("alltoall: blocks of any size, against the reference; bad counts are refused") {
+  for (int n : {1, 2, 3, 4}) {
+    local_world world(n);
+    world.run([n](local_transport& t) {
+      communicator comm(t);
+      const int r = comm.rank();
+      // rank r sends (r + j) % 3 elements to rank j (some empty), valued 1000 r + 10 j + i
+      std::vector<std::size_t> sends(n), recvs(n);
+      for (int j = 0; j < n; ++j) sends[j] = (r + j) % 3, recvs[j] = (j + r) % 3;
+      std::vector<std::uint16_t> in, out(std::accumulate(recvs.begin(), recvs.end(), std::size_t{0}), 9999);
+      for (int j = 0; j < n; ++j)
+        for (std::size_t i = 0; i < sends[j]; ++i) in.push_back(std::uint16_t(1000 * r + 10 * j + i));
+      comm.alltoall(in, std::span<const std::size_t>(sends), out, std::span<const std::size_t>(recvs));
+      std::size_t at = 0;
+      for (int j = 0; j < n; ++j)
+        for (std::size_t i = 0; i < recvs[j]; ++i) CHECK(out[at++] == std::uint16_t(1000 * j + 10 * r + i));
+      // equal blocks, asynchronously
+      std::vector<int> a(2 * n), b(2 * n);
+      for (int i = 0; i < 2 * n; ++i) a[i] = 100 * r + i;
+      comm.alltoall_async(a, b).wait();
+      for (int j = 0; j < n; ++j) CHECK(b[2 * j + 1] == 100 * j + 2 * r + 1);
+      if (n > 1) {
+        std::vector<std::size_t> short_counts(n - 1, 0);
+        CHECK_THROWS_WITH_AS(comm.alltoall(in, std::span<const std::size_t>(short_counts), out, std::span<const std::size_t>(recvs)),
+                             doctest::Contains("must both be size()"), error);
+        CHECK_THROWS_WITH_AS(comm.alltoall(std::vector<int>(2 * n + 1), std::vector<int>(2 * n + 1)),
+                             doctest::Contains("out.size() = "), error);
+      }
+    });
+  }
+}
