@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """torch.distributed on "ringtree" against "gloo", in one run.
 
-    /usr/bin/python3 bench/torch_bench.py [--ranks 2] [--max-mib 256] [--rounds 5] [--steps 8]
+    /usr/bin/python3 bench/torch_bench.py [--ranks 2] [--max-mib 256] [--rounds 5] [--steps 3] [--batches 1,8,32]
 
 Rows 1..: dist.all_reduce (SUM) of float32 tensors from 4 KiB to --max-mib,
 each size timed on both backends in alternating rounds (a round: a batch
 of calls, timed on every rank, the slowest rank's mean counts; the
-median of --rounds rounds is shown). Last row: one DDP training step of
-an MLP of about 25 M parameters (forward, backward with DDP's bucketed
-all-reduces, SGD step), median over --steps steps after two warm-up
-steps. ratio = gloo's time / ringtree's: above 1, ringtree is faster.
+median of --rounds rounds is shown). Then DDP training steps of an MLP
+of about 25 M parameters (forward, backward with DDP's bucketed
+all-reduces, SGD step) at each per-rank batch size, timed the same way,
+next to the floor: the same step with a comm hook that sends nothing.
+ratio = gloo's time / ringtree's: above 1, ringtree is faster.
 Each rank runs torch with one thread (as many ranks as cores).
 """
 import argparse
@@ -69,25 +70,43 @@ def worker(rank, n, port, a, module_dir):
         label = f"all_reduce {size >> 10} KiB" if size < 1 << 20 else f"all_reduce {size >> 20} MiB"
         say(f"  {label:>28} {gl:12.1f} {rt:12.1f} {gl / rt:7.2f}")
         size *= 4
-    # DDP: one training step of the MLP
+    # DDP: training steps of the MLP at each per-rank batch size; "floor" is
+    # DDP with a comm hook that communicates nothing (what the step costs
+    # without any all-reduce), so step - floor is the communication the
+    # step could not hide.
     from torch.nn.parallel import DistributedDataParallel as DDP
-    params = sum(p.numel() for p in mlp().parameters())
-    step_times = {}
-    for b, g in groups.items():
-        model = mlp()
-        ddp = DDP(model, process_group=g)
-        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-        x, y = torch.randn(32, 1024), torch.randint(0, 10, (32,))
 
-        def step():
+    def nothing(state, bucket):
+        f = torch.futures.Future()
+        f.set_result(bucket.buffer())
+        return f
+    params = sum(p.numel() for p in mlp().parameters())
+    say(f"# DDP step of an MLP of {params / 1e6:.1f} M parameters (SGD), per-rank batch B; median of {a.rounds} rounds of "
+        f"{a.steps} steps; exposed = step - floor")
+    say(f"# {'what':>28} {'gloo(ms)':>12} {'ringtree(ms)':>12} {'ratio':>7} {'rt/gloo':>8} {'floor(ms)':>10} "
+        f"{'exposed gloo':>13} {'exposed rt':>11}")
+    for batch in a.batches:
+        x, y = torch.randn(batch, 1024), torch.randint(0, 10, (batch,))
+        runs = {}
+        for b in ("floor", "gloo", "ringtree"):
+            ddp = DDP(mlp(), process_group=groups["gloo" if b == "floor" else b])
+            if b == "floor":
+                ddp.register_comm_hook(None, nothing)
+            runs[b] = (ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3))
+
+        def step(ddp, opt):
             opt.zero_grad()
             nn.functional.cross_entropy(ddp(x), y).backward()
             opt.step()
-        timed(step, g, 2)
-        step_times[b] = statistics.median(timed(step, g, 1) for _ in range(a.steps))
-    gl, rt = step_times["gloo"] * 1e6, step_times["ringtree"] * 1e6
-    say(f"  {'DDP step, ' + str(round(params / 1e6, 1)) + ' M params':>28} {gl:12.1f} {rt:12.1f} {gl / rt:7.2f}"
-        f"   (ringtree/gloo = {rt / gl:.2f})")
+        times = {b: [] for b in runs}
+        for b, (ddp, opt) in runs.items():  # warm-up: buckets, automatic's choices
+            timed(lambda: step(ddp, opt), groups["gloo"], 2)
+        for _ in range(a.rounds):  # rounds alternate the backends, so noise hits all of them
+            for b, (ddp, opt) in runs.items():
+                times[b].append(timed(lambda: step(ddp, opt), groups["gloo"], a.steps))
+        fl, gl, rt = (statistics.median(times[b]) * 1e3 for b in ("floor", "gloo", "ringtree"))
+        say(f"  {'DDP step, B=' + str(batch):>28} {gl:12.1f} {rt:12.1f} {gl / rt:7.2f} {rt / gl:8.2f} {fl:10.1f} "
+            f"{gl - fl:13.1f} {rt - fl:11.1f}")
     dist.destroy_process_group()
 
 
@@ -96,7 +115,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--max-mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=3, help="DDP steps per round")
+    ap.add_argument("--batches", type=lambda v: [int(b) for b in v.split(",")], default=[1, 8, 32],
+                    help="per-rank batch sizes of the DDP rows (default 1,8,32)")
     ap.add_argument("--module-dir", default=os.environ.get("RINGTREE_TORCH_PATH", os.path.join(here, "..", "build", "python")))
     a = ap.parse_args()
     with socket.socket() as s:
