@@ -2,7 +2,7 @@
 // of 25 KB each: one allreduce per gradient (libtorch's distributed example)
 // and one flat allreduce of the same bytes; then how much of the
 // communication hides behind a simulated backward pass.
-//   mpirun -np 2 build/bench/grad_sync_bench [mpi|shm]
+//   mpirun -np 2 build/bench/grad_sync_bench [mpi|shm|cluster]   (cluster: make_communicator's, any hosts)
 #include <mpi.h>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/train/grad_sync.hpp>
 #include <ringtree/transport/mpi.hpp>
-#include <ringtree/transport/shm_mpi.hpp>
+#include <ringtree/transport/cluster.hpp>
 
 using namespace ringtree;
 using clk = std::chrono::steady_clock;
@@ -112,12 +112,15 @@ int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "mpi";
   int rc = 0;
   try {
-    if (which == "shm") {
-      auto t = make_shm_transport(MPI_COMM_WORLD);
-      run(t, "shm");
-    } else {
+    if (which == "mpi") {
       mpi_transport t(MPI_COMM_WORLD);
       run(t, "mpi");
+    } else if (which == "shm" || which == "cluster") {  // make_communicator's transport
+      cluster_transport t(MPI_COMM_WORLD);
+      if (which == "shm" && !t.one_host()) throw error("grad_sync_bench", t.rank(), "shm needs every rank on one host: use cluster");
+      run(t, t.one_host() ? "shm (cluster_transport, one host)" : ("cluster, hosts " + t.layout().describe()).c_str());
+    } else {
+      throw error("grad_sync_bench", -1, "usage: grad_sync_bench [mpi|shm|cluster]");
     }
   } catch (const error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -15,7 +15,7 @@
 
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/mpi.hpp>
-#include <ringtree/transport/shm_mpi.hpp>
+#include <ringtree/transport/cluster.hpp>
 
 #include "../tests/collective_check.hpp"
 #include "mpi_reference.hpp"
@@ -172,9 +172,15 @@ int run_on(Transport& t, const options& o) {
   const cost_model& model = comm.model().model();  // loads or measures it now, not inside a timed row
   if (me == 0) {
     print_header(o, n);
-    std::printf("# cost model: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, +%.3g us per step above %.0f B (%s)\n",
+    std::printf("# cost model: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, +%.3g us per step above %.0f B%s (%s)\n",
                 model.alpha * 1e6, model.beta * 1e9, model.gamma * 1e9, model.alpha_above * 1e6, model.knee,
+                model.alpha_net < 0 ? ""
+                                    : detail::cat("; between hosts alpha ", model.alpha_net * 1e6, " us, beta ",
+                                                  model.beta_net * 1e9, " ns/B").c_str(),
                 model.source.c_str());
+    if constexpr (hierarchical_transport<Transport>)
+      std::printf("# hosts: %s (%d hosts; hierarchical rows %s)\n", t.layout().describe().c_str(), t.layout().hosts(),
+                  detail::offers(collective::allreduce, algorithm::hierarchical, comm.placed(1 << 20)) ? "offered" : "not offered");
   }
   std::vector<row> rows;
   long total_wrong = 0;
@@ -261,11 +267,16 @@ int run_on(Transport& t, const options& o) {
 
 template <class E>
 int run(const options& o) {
-  if (o.transport == "shm") {
-    auto t = make_shm_transport(MPI_COMM_WORLD);  // MPI only starts it; the data moves through shared memory
+  if (o.transport == "mpi") {
+    mpi_transport t(MPI_COMM_WORLD);
     return run_on<E>(t, o);
   }
-  mpi_transport t(MPI_COMM_WORLD);
+  // shm and cluster: make_communicator's transport (on one host, every
+  // message moves through shared memory: MPI only starts the ranks)
+  cluster_transport t(MPI_COMM_WORLD);
+  if (o.transport == "shm" && !t.one_host())
+    throw error("ringtree-perf", t.rank(), detail::cat("-t shm needs every rank on one host; these ", t.size(), " are on ",
+                                                        t.layout().hosts(), " (", t.layout().describe(), "): use -t cluster"));
   return run_on<E>(t, o);
 }
 

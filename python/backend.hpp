@@ -16,7 +16,7 @@
 #include <ringtree/communicator.hpp>
 #include <ringtree/transport/shm.hpp>
 #ifdef RINGTREE_TORCH_MPI
-#include <ringtree/transport/mpi.hpp>
+#include <ringtree/transport/cluster.hpp>
 #endif
 
 namespace ringtree_torch {
@@ -396,7 +396,7 @@ class group {
 
 using shm_group = group<comm_over<ringtree::shm_transport>>;
 #ifdef RINGTREE_TORCH_MPI
-using mpi_group = group<comm_over<ringtree::mpi_transport>>;
+using mpi_group = group<comm_over<ringtree::cluster_transport>>;
 #endif
 
 }  // namespace ringtree_torch
@@ -404,5 +404,5 @@ using mpi_group = group<comm_over<ringtree::mpi_transport>>;
 // Compiled once, in group_shm.cpp and group_mpi.cpp.
 extern template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::shm_transport>>;
 #ifdef RINGTREE_TORCH_MPI
-extern template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::mpi_transport>>;
+extern template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::cluster_transport>>;
 #endif

@@ -1,4 +1,4 @@
-// The MPI group's collectives, compiled apart (backend.hpp).
+// The MPI group's collectives (over cluster_transport), compiled apart (backend.hpp).
 #include "backend.hpp"
 
-template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::mpi_transport>>;
+template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::cluster_transport>>;

@@ -2,11 +2,16 @@
 // registers "ringtree"; then dist.init_process_group("ringtree", ...) runs
 // torch's collectives on ringtree communicators:
 //
-//   every rank of the group on this host  shared memory (shm_transport),
-//                                         bootstrapped through torch's store
-//   ranks on several hosts, under mpirun  MPI (mpi_transport), when built with MPI
+//   ranks started without mpirun (mp.spawn, torchrun) on one host
+//                          shared memory (shm_transport), bootstrapped
+//                          through torch's store
+//   ranks started by mpirun (when built with MPI)
+//                          make_communicator's transport (cluster_transport):
+//                          shared memory within each host, MPI between
+//                          hosts, hierarchical collectives across them
 //
-// RINGTREE_TORCH_TRANSPORT=shm|mpi forces one. Each group has two
+// RINGTREE_TORCH_TRANSPORT=shm|cluster|mpi forces one (mpi: MPI between
+// every two ranks, no shared memory). Each group has two
 // communicators: one for the collectives and one for send/recv, so that a
 // pipeline stage's pending isend never stands in the way of a collective
 // (and the other way round). Every call returns at once; it runs on the
@@ -149,8 +154,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   const std::string call = "init_process_group";
   if (size < 1 || rank < 0 || rank >= size) fail(call, rank, "rank " + std::to_string(rank) + " of " + std::to_string(size));
   std::string want = ringtree::config::get("RINGTREE_TORCH_TRANSPORT") ? ringtree::config::get("RINGTREE_TORCH_TRANSPORT") : "";
-  if (want != "" && want != "shm" && want != "mpi")
-    fail(call, rank, "RINGTREE_TORCH_TRANSPORT is '" + want + "'; it must be shm, mpi or unset");
+  if (want != "" && want != "shm" && want != "mpi" && want != "cluster")
+    fail(call, rank, "RINGTREE_TORCH_TRANSPORT is '" + want + "'; it must be shm, cluster, mpi or unset");
   const double seconds = std::chrono::duration<double>(timeout).count();
   // Which hosts the ranks run on.
   set_string(*store, "ringtree/host/" + std::to_string(rank), host_identity());
@@ -158,9 +163,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   for (int r = 0; r < size; ++r) one_host = one_host && get_string(*store, "ringtree/host/" + std::to_string(r)) == host_identity();
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
                             std::getenv("PMIX_RANK") != nullptr;
-  if (want.empty()) want = one_host ? "shm" : "mpi";
+  if (want.empty()) want = under_mpirun ? "cluster" : "shm";
   if (want == "shm") {
-    if (!one_host) fail(call, rank, "RINGTREE_TORCH_TRANSPORT=shm, but the ranks run on several hosts");
+    if (!one_host)
+      fail(call, rank, "the ranks run on several hosts: start them with mpirun (or RINGTREE_TORCH_TRANSPORT=shm was set)");
     // Rank 0 draws the segments' names and a secret that every attacher
     // must show (shm_options::job); the store is what the ranks trust.
     if (rank == 0)
@@ -179,8 +185,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
                                               std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p)), "shm"));
   }
 #ifdef RINGTREE_TORCH_MPI
-  if (!under_mpirun && !one_host)
-    fail(call, rank, "the ranks run on several hosts; start them with mpirun (ringtree's MPI transport) to use them");
+  if (!under_mpirun)
+    fail(call, rank, "RINGTREE_TORCH_TRANSPORT=" + want + " needs the ranks started by mpirun");
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -201,15 +207,19 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   MPI_Comm_dup(coll_comm, &p2p_comm);
   MPI_Group_free(&g);
   MPI_Group_free(&world_group);
-  ringtree::mpi_options opt;
+  // make_communicator's transport: shared memory within each host, MPI
+  // between hosts, hierarchical collectives; "mpi": MPI between every pair.
+  ringtree::cluster_options opt;
   opt.timeout = std::chrono::duration<double>(seconds);
-  using C = comm_over<ringtree::mpi_transport>;
-  auto coll = std::make_unique<ringtree::mpi_transport>(coll_comm, opt);  // (each makes its own duplicate)
-  auto p2p = std::make_unique<ringtree::mpi_transport>(p2p_comm, opt);
+  opt.shared_memory = want != "mpi";
+  using C = comm_over<ringtree::cluster_transport>;
+  auto coll = std::make_unique<ringtree::cluster_transport>(coll_comm, opt);  // (each makes its own duplicate)
+  auto p2p = std::make_unique<ringtree::cluster_transport>(p2p_comm, opt);
   MPI_Comm_free(&coll_comm);
   MPI_Comm_free(&p2p_comm);
-  return c10::make_intrusive<process_group>(rank, size,
-                                            std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), "mpi"));
+  const std::string how = want == "mpi" ? "mpi" : coll->one_host() ? "cluster (one host: shared memory)"
+                                                                    : "cluster (" + coll->layout().describe() + " hosts)";
+  return c10::make_intrusive<process_group>(rank, size, std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), how));
 #else
   (void)under_mpirun;
   fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=mpi, but ringtree_torch was built without MPI"
@@ -225,7 +235,7 @@ PYBIND11_MODULE(ringtree_torch, m) {
   py::class_<ringtree_torch::process_group, c10d::ProcessGroup, c10::intrusive_ptr<ringtree_torch::process_group>>(
       m, "ProcessGroupRingtree")
       .def_property_readonly("transport", &ringtree_torch::process_group::transport,
-                             "'shm' (shared memory, one host) or 'mpi'");
+                             "'shm' (shared memory, one host), 'cluster (...)' (make_communicator's, under mpirun) or 'mpi'");
   m.def("_create", &ringtree_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   py::module::import("torch.distributed").attr("Backend").attr("register_backend")("ringtree", m.attr("_create"));

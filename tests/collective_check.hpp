@@ -232,8 +232,9 @@ inline bool rooted(collective c) {
 // Every (collective, algorithm, op, root) combination for n ranks: the
 // algorithms of private memory (with those that stream through staging
 // where `streams`), or (`symmetric`) the direct ones and automatic.
+// `hosts`: how many the ranks span (the hierarchical rows need more than one).
 inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& counts, unsigned seed = 0,
-                                        bool symmetric = false, bool streams = false) {
+                                        bool symmetric = false, bool streams = false, int hosts = 1) {
   std::vector<case_desc> out;
   const collective colls[] = {collective::allreduce, collective::reduce,         collective::broadcast,
                               collective::scatter,   collective::gather,         collective::reduce_scatter,
@@ -241,7 +242,9 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
   for (auto what : colls) {
     std::vector<algorithm> algos;
     for (const auto& r : detail::rows)
-      if (r.what == what && (symmetric ? r.direct : !r.window_only || (streams && r.streams))) algos.push_back(r.id);
+      if (r.what == what && (symmetric ? r.direct : !r.window_only || (streams && r.streams)) &&
+          (!r.across_hosts || r.offered(placement{n, 1, memory_kind::host, false, false, hosts})))
+        algos.push_back(r.id);
     algos.push_back(algorithm::automatic);
     std::vector<op> ops = {op::sum};
     if (uses_op(what)) ops = {op::sum, op::prod, op::min, op::max, op::avg};
@@ -282,13 +285,18 @@ bool streams_private(Comm& comm) {
   if constexpr (requires { comm.placed(std::size_t{0}); }) return comm.placed(0).staging;
   else return false;
 }
+template <class Comm>
+int hosts_of(Comm& comm) {
+  if constexpr (requires { comm.placed(std::size_t{0}); }) return comm.placed(0).hosts;
+  else return 1;
+}
 
 // Runs every case (on symmetric buffers: the direct ones) on `comm`, every
 // rank every case even after a failure, to stay in step; the first failure.
 template <class... Es, class Comm>
 std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts, unsigned seed = 0, bool symmetric = false) {
   std::string first;
-  for (const auto& c : all_cases(comm.size(), counts, seed, symmetric, streams_private(comm))) {
+  for (const auto& c : all_cases(comm.size(), counts, seed, symmetric, streams_private(comm), hosts_of(comm))) {
     std::string f[] = {check_case<Es>(comm, c, symmetric)...};
     for (auto& x : f)
       if (first.empty()) first = x;

@@ -10,7 +10,8 @@
 //            explains (a protocol switch), and alpha_above that jump;
 //   gamma  the same exchanges of 64 KiB, 256 KiB and 1 MiB followed by a
 //          float sum of what arrived, as the algorithms reduce it: the
-//          extra time per byte (the median of the three). Summing data that
+//          extra time per byte (the median of the three), and never less
+//          than the sum alone takes. Summing data that
 //          just arrived costs more than a sum in a warm loop would show
 //          (3-4x more with Open MPI's single-copy receives here).
 // Medians of several batches, so one noisy batch does not decide; well
@@ -78,8 +79,11 @@ inline cost_model parse_model(std::istream& in, const std::string& path, int ran
     else if (key == "gamma_ns_per_byte") m.gamma = v * 1e-9, have[2] = true;
     else if (key == "knee_bytes") m.knee = v;
     else if (key == "alpha_above_knee_us") m.alpha_above = v * 1e-6;
+    else if (key == "alpha_net_us") m.alpha_net = v * 1e-6;
+    else if (key == "beta_net_ns_per_byte") m.beta_net = v * 1e-9;
     else throw error("cost model", rank, cat(path, ":", no, ": unknown name '", key,
-                                             "' (alpha_us, beta_ns_per_byte, gamma_ns_per_byte, knee_bytes, alpha_above_knee_us)"));
+                                             "' (alpha_us, beta_ns_per_byte, gamma_ns_per_byte, knee_bytes, alpha_above_knee_us, ",
+                                             "alpha_net_us, beta_net_ns_per_byte)"));
   }
   if (!(have[0] && have[1] && have[2]))
     throw error("cost model", rank, cat(path, ": needs alpha_us, beta_ns_per_byte and gamma_ns_per_byte"));
@@ -166,7 +170,10 @@ inline void write_model(const std::string& path, const cost_model& m, const std:
                             "\n# edit to override; delete (or RINGTREE_CALIBRATE=1) to measure again\n",
                             "alpha_us = ", m.alpha * 1e6, "\nbeta_ns_per_byte = ", m.beta * 1e9, "\ngamma_ns_per_byte = ", m.gamma * 1e9,
                             "\n# steps whose messages are larger than knee_bytes cost alpha_above_knee_us more (0: no knee)",
-                            "\nknee_bytes = ", m.knee, "\nalpha_above_knee_us = ", m.alpha_above * 1e6, "\n"));
+                            "\nknee_bytes = ", m.knee, "\nalpha_above_knee_us = ", m.alpha_above * 1e6, "\n",
+                            m.alpha_net < 0 ? std::string() :
+                            cat("# between hosts: per step, and per byte over one host's link\nalpha_net_us = ", m.alpha_net * 1e6,
+                                "\nbeta_net_ns_per_byte = ", std::max(0.0, m.beta_net) * 1e9, "\n")));
 }
 
 // Seconds of `body`, the median of `batches` batches of `reps` calls.
@@ -182,19 +189,16 @@ double median_seconds(int batches, int reps, F body) {
   return t[t.size() / 2];
 }
 
-// Measure alpha, beta, gamma (every rank calls this). Ranks 0 and 1 measure;
-// rank 0's figures reach every rank.
+// Measure alpha, beta, gamma between ranks a and b (every rank calls
+// this); a's figures {alpha, beta, gamma, knee, alpha_above} reach every rank.
 template <transport T>
-cost_model calibrate(T& t) {
-  cost_model m;
-  m.source = "measured";
-  if (t.size() == 1) return m;
+std::array<double, 5> calibrate_pair(T& t, int a, int b) {
   auto mem = t.memory();
   constexpr int lo = 3, hi = 20;  // exchanges of 2^lo .. 2^hi bytes
   const std::size_t big = std::size_t{1} << hi;
-  double figures[5] = {0, 0, 0, 0, 0};
-  if (t.rank() < 2) {
-    const int peer = 1 - t.rank();
+  std::array<double, 5> figures{};
+  if (t.rank() == a || t.rank() == b) {
+    const int peer = t.rank() == a ? b : a;
     auto out = mem.template scratch<std::byte>(big), in = mem.template scratch<std::byte>(big);
     auto exchange = [&](std::size_t bytes) {
       detail::sendrecv(t, peer, std::span<const std::byte>(out.span().first(bytes)), peer, in.span().first(bytes));
@@ -224,7 +228,12 @@ cost_model calibrate(T& t) {
         mem.reduce(op::sum, acc.span(), std::span<const float>(got.span()));
       };
       exchange_reduce();
-      gamma[(k - 16) / 2] = std::max(0.0, median_seconds(5, k < 20 ? 10 : 4, exchange_reduce) - time[k]) / double(s);
+      // The reduction alone is a floor: on a busy machine the difference of
+      // two noisy medians can come out at nothing, and a sum is never free.
+      const double alone = median_seconds(5, k < 20 ? 10 : 4, [&] {
+        mem.reduce(op::sum, acc.span(), std::span<const float>(got.span()));
+      });
+      gamma[(k - 16) / 2] = std::max(alone, median_seconds(5, k < 20 ? 10 : 4, exchange_reduce) - time[k]) / double(s);
     }
     std::sort(gamma, gamma + 3);
     figures[0] = time[lo];
@@ -233,13 +242,51 @@ cost_model calibrate(T& t) {
     figures[3] = knee;
     figures[4] = jump;
   }
-  tree::binomial_broadcast(t, std::span<double>(figures), 0);
-  m.alpha = figures[0];
-  m.beta = figures[1];
-  m.gamma = figures[2];
-  m.knee = figures[3];
-  m.alpha_above = figures[4];
+  tree::binomial_broadcast(t, std::span<double>(figures), a);
+  return figures;
+}
+
+// Measure the model's constants (every rank calls this): between ranks 0
+// and 1; on ranks that span hosts, within rank 0's host (if it has two
+// ranks) and between the first ranks of hosts 0 and 1, for the network's.
+template <transport T>
+cost_model calibrate(T& t) {
+  cost_model m;
+  m.source = "measured";
+  if (t.size() == 1) return m;
+  auto take = [&m](const std::array<double, 5>& f) {
+    m.alpha = f[0], m.beta = f[1], m.gamma = f[2], m.knee = f[3], m.alpha_above = f[4];
+  };
+  if constexpr (hierarchical_transport<T>) {
+    if (const auto& l = t.layout(); l.hosts() > 1) {
+      const auto net = calibrate_pair(t, l.members(0)[0], l.members(1)[0]);
+      take(net);  // the local constants too, unless rank 0's host has a pair to measure them
+      m.alpha_net = net[0], m.beta_net = net[1];
+      if (l.members(0).size() > 1) take(calibrate_pair(t, l.members(0)[0], l.members(0)[1]));
+      return m;
+    }
+  }
+  take(calibrate_pair(t, 0, 1));
   return m;
+}
+
+// The name a transport's cache files go by: its name, and where its ranks
+// span hosts, their layout ("cluster-2x2-<hash of who is where>"): the
+// fastest algorithm depends on it.
+template <transport T>
+std::string cache_name(const T& t) {
+  std::string name = transport_name<T>();
+  if constexpr (hierarchical_transport<T>) {
+    const auto& l = t.layout();
+    if (l.hosts() > 1) {
+      std::uint32_t h = 2166136261u;  // FNV-1a of the host of every rank
+      for (int r = 0; r < l.ranks(); ++r) h = (h ^ static_cast<std::uint32_t>(l.host_of(r))) * 16777619u;
+      char tag[16];
+      std::snprintf(tag, sizeof tag, "%06x", h & 0xffffffu);
+      name += cat("-", l.describe(), "-", tag);
+    }
+  }
+  return name;
 }
 
 // What this process already loaded or measured, by file.
@@ -270,12 +317,13 @@ inline std::mutex& loaded_models_mutex() {
 // measure, and every rank ends with rank 0's constants.
 template <transport T>
 cost_model load_or_calibrate(T& t) {
-  const std::string name = transport_name<T>(), path = model_path(name, t.size());
+  const std::string name = cache_name(t), path = model_path(name, t.size());
   const auto cal = config::from_env().calibrate;
   const std::string mode = !cal ? "" : *cal ? "1" : "0";
-  // {state, alpha, beta, gamma, knee, alpha_above}; state 1: found, 0:
-  // measure, 2: use the built-in constants, -1: rank 0 failed to read the file.
-  double msg[6] = {0, 0, 0, 0, 0, 0};
+  // {state, alpha, beta, gamma, knee, alpha_above, alpha_net, beta_net};
+  // state 1: found, 0: measure, 2: use the built-in constants, -1: rank 0
+  // failed to read the file.
+  double msg[8] = {0, 0, 0, 0, 0, 0, -1, -1};
   std::optional<error> failed;
   cost_model m;
   if (t.rank() == 0) {
@@ -286,7 +334,8 @@ cost_model load_or_calibrate(T& t) {
       else if (mode != "1") found = read_model(path, 0);
       if (found) {
         msg[0] = 1, msg[1] = found->alpha, msg[2] = found->beta, msg[3] = found->gamma;
-        msg[4] = found->knee, msg[5] = found->alpha_above, m.source = found->source;
+        msg[4] = found->knee, msg[5] = found->alpha_above, msg[6] = found->alpha_net, msg[7] = found->beta_net;
+        m.source = found->source;
       }
       else if (mode == "0") msg[0] = 2;
     } catch (const error& e) {
@@ -300,6 +349,7 @@ cost_model load_or_calibrate(T& t) {
   if (msg[0] == 2) return cost_model{};
   if (msg[0] == 1) {
     m.alpha = msg[1], m.beta = msg[2], m.gamma = msg[3], m.knee = msg[4], m.alpha_above = msg[5];
+    m.alpha_net = msg[6], m.beta_net = msg[7];
     if (t.rank() != 0) m.source = path + " (rank 0's)";
   } else {
     m = calibrate(t);
@@ -402,7 +452,7 @@ inline std::optional<tuning_table> parse_tuning(const std::string& text, const s
 // cache file's unless `fresh`) and every rank ends with rank 0's.
 template <transport T>
 void load_tuning(T t, tuning_table& table, bool fresh) {
-  const std::string path = tuning_path(transport_name<T>(), t.size());
+  const std::string path = tuning_path(cache_name(t), t.size());
   std::uint8_t state = 0;  // 1: rank 0 failed
   std::optional<error> failed;
   if (t.rank() == 0) {
@@ -430,7 +480,7 @@ void load_tuning(T t, tuning_table& table, bool fresh) {
 template <transport T>
 void save_tuning(T t, const tuning_table& table) {
   if (t.rank() != 0) return;
-  const std::string name = transport_name<T>(), path = tuning_path(name, t.size());
+  const std::string name = cache_name(t), path = tuning_path(name, t.size());
   std::string text = cat("# ringtree: what automatic runs, measured on this transport (", name, ", ", t.size(), " ranks), ",
                          measured_stamp(), "\n# delete this file (or RINGTREE_TUNE=fresh) to measure again\ncpu = ", cpu_model(),
                          "\nversion = ", version_string, "\n");

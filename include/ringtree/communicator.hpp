@@ -135,7 +135,10 @@ class communicator {
     quiesce();
     if (!tuner_) {
       auto l = lane(false);
-      tuner_.emplace(size(), opt_.model ? *opt_.model : detail::load_or_calibrate(l), opt_.chunks, detail::memory_kind_of<Transport>());
+      host_shape hosts;
+      if constexpr (hierarchical_transport<Transport>) hosts = host_shape::of(t_->layout());
+      tuner_.emplace(size(), opt_.model ? *opt_.model : detail::load_or_calibrate(l), opt_.chunks, detail::memory_kind_of<Transport>(),
+                     hosts);
     }
     return *tuner_;
   }
@@ -167,7 +170,7 @@ class communicator {
   // stream through shared staging (where the transport maps control memory
   // in calls, and not while tracing: the trace shows messages).
   placement placed(std::size_t bytes, bool symmetric = false) const noexcept {
-    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, streams_private()};
+    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, streams_private(), hosts_};
   }
 
   // Measures every size bin of collective c up to `max_bytes` now (a
@@ -961,6 +964,7 @@ class communicator {
   std::unique_ptr<detail::symmetric_heap> heap_;  // shared control memory and symmetric buffers (open_heap)
   std::shared_ptr<detail::symmetric_region> stream_;  // staging for private calls that stream (stream_staging)
   bool heap_tried_ = false;
+  int hosts_ = 1;  // the hosts the ranks span (detail::hosts_of): what placed() says
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
 
@@ -1127,6 +1131,7 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
 template <transport Transport>
 void communicator<Transport>::open() {
   cfg_ = config::from_env();
+  hosts_ = detail::hosts_of(*t_);
   opt_.checked = opt_.checked || cfg_.check;
   env_algo_ = detail::env_algorithm(cfg_.algo);
   pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());

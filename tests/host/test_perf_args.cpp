@@ -61,7 +61,7 @@ TEST_CASE("ringtree-perf rejects bad flags and values with a message that names 
   fails({"-e", "-5"}, "-e: '-5' is not a whole number");
   fails({"-b", "1M", "-e", "1K"}, "-b 1048576 is larger than -e 1024");
   fails({"-f", "1"}, "-f: expected a factor above 1, got '1'");
-  fails({"-o", "allreduce,alltoall"}, "-o: unknown collective 'alltoall'");
+  fails({"-o", "allreduce,alltoallw"}, "-o: unknown collective 'alltoallw'");
   fails({"-a", "ring,magic"}, "-a: unknown algorithm 'magic'");
   fails({"-d", "float128"}, "-d: unknown element type 'float128'");
   fails({"-r", "xor"}, "-r: unknown reduction op 'xor'");

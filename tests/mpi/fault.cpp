@@ -8,6 +8,11 @@
 // A rank that gets a ringtree::error prints it and aborts the job
 // (comm.abort(): MPI_Abort), as a program should: the others may be
 // blocked in MPI.
+// link-down: (under tests/mpi/hosts.sh -d, which takes a host's link down)
+//           hierarchical all-reduces over make_communicator until one
+//           raises; the rank prints "LINK rank R: after S s, timeout_error
+//           naming rank P: ..." and ends its process (MPI cannot end a job
+//           whose daemons it cannot reach; the harness does).
 // stall-finalize: as stall, but every rank that times out does what
 //           docs/errors.md calls safe without aborting: destroys the
 //           communicator and transport (ringtree's scratch goes with
@@ -18,12 +23,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <string>
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
+#include <ringtree/transport/cluster.hpp>
 #include <ringtree/transport/mpi.hpp>
 
 #include "../fault_transport.hpp"
@@ -36,12 +43,38 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (mode == "link-down") {
+    auto comm = make_communicator(MPI_COMM_WORLD);
+    std::vector<float> v(std::size_t{4} << 20, 1.0f);
+    auto last = std::chrono::steady_clock::now();
+    for (int i = 0;; ++i) {
+      try {
+        comm.allreduce(std::span<float>(v), op::avg, algorithm::hierarchical);
+        last = std::chrono::steady_clock::now();
+        if (v[0] != 1.0f) {
+          std::fprintf(stderr, "rank %d: WRONG RESULT %g\n", rank, v[0]);
+          std::_Exit(5);
+        }
+        if (i == 0) std::printf("rank %d on %s: all-reducing\n", rank, comm.transport().layout().describe().c_str());
+        std::fflush(stdout);
+      } catch (const timeout_error& e) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count();
+        std::printf("LINK rank %d: after %.1f s, timeout_error naming rank %d: %s\n", rank, s, e.peer(), e.what());
+        std::fflush(stdout);
+        std::_Exit(3);
+      } catch (const error& e) {
+        std::printf("LINK rank %d: another error: %s\n", rank, e.what());
+        std::fflush(stdout);
+        std::_Exit(4);
+      }
+    }
+  }
   const bool finalize = mode == "stall-finalize";
   const rt_test::fault f = mode == "exit" ? rt_test::fault::exit_process
                            : (mode == "stall" || finalize) ? rt_test::fault::stall
                                                            : rt_test::fault::none;
   if (f == rt_test::fault::none && mode != "mismatch" && mode != "mismatch-checked") {
-    if (rank == 0) std::fprintf(stderr, "usage: fault exit|stall|stall-finalize|mismatch|mismatch-checked\n");
+    if (rank == 0) std::fprintf(stderr, "usage: fault exit|stall|stall-finalize|mismatch|mismatch-checked|link-down\n");
     MPI_Finalize();
     return 2;
   }

@@ -179,7 +179,7 @@ TEST_CASE("differential: ringtree equals MPI_Allreduce, MPI_Bcast, MPI_Scatter, 
 }
 
 // Whether every rank is on this host (shared memory needs it; the
-// two-host run, tests/mpi/two_hosts.sh, is not).
+// two-host run, tests/mpi/hosts.sh, is not).
 bool one_host() {
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);

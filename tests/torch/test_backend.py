@@ -2,7 +2,7 @@
 """The torch.distributed backend "ringtree" against exact references and gloo.
 
     test_backend.py BUILD/python --ranks 2|3 [--only NAME]
-    RINGTREE_TORCH_TRANSPORT=mpi mpirun -np 2 test_backend.py BUILD/python   (the MPI transport)
+    [RINGTREE_TORCH_TRANSPORT=mpi] mpirun -np 2 test_backend.py BUILD/python   (cluster_transport; mpi: MPI only)
 
 Spawns the ranks once (mp.spawn) and runs every check in them; a failed
 check raises in its rank, and mp.spawn then fails the run with its message.
@@ -360,7 +360,7 @@ def worker(rank, n, port, only, module_dir):
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("ringtree", rank=rank, world_size=n, timeout=datetime.timedelta(seconds=60))
     pg = dist.distributed_c10d._get_default_group()
-    if getattr(pg, "transport", None) not in ("shm", "mpi"):
+    if not str(getattr(pg, "transport", "")).startswith(("shm", "mpi", "cluster")):
         raise AssertionError(f"the default group is not ringtree's: {pg!r}")
     gloo = dist.new_group(backend="gloo")
     for name, fn in CHECKS.items():

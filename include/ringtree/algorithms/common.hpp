@@ -22,7 +22,7 @@ namespace ringtree {
 // Every algorithm any collective offers; table.hpp says which collective
 // offers which, and how each is spelled.
 enum class algorithm { automatic, ring, tree, binomial, linear, recursive_doubling, rabenseifner, scatter_allgather, one_shot, dissemination,
-                       two_shot, direct, pairwise };
+                       two_shot, direct, pairwise, hierarchical };
 
 enum class collective { allreduce, broadcast, reduce, scatter, gather, reduce_scatter, allgather, barrier, alltoall };
 inline constexpr collective all_collectives[] = {collective::allreduce, collective::broadcast,      collective::reduce,
@@ -51,6 +51,8 @@ struct cost_counts {
   double bytes = 0;        // the most bytes one rank sends, or receives, whichever is more
   double reduced = 0;      // the most bytes one rank reduces into its buffer
   double large_steps = 0;  // steps whose messages are larger than the model's knee
+  double net_steps = 0;    // of a hierarchical algorithm: the steps between hosts (priced at the network's alpha) ...
+  double net_bytes = 0;    // ... and the most bytes one host sends or receives over the network
 };
 
 // Where a call would run: what decides whether a row is offered.
@@ -60,6 +62,7 @@ struct placement {
   memory_kind memory;
   bool symmetric = false;  // the call's buffers lie in symmetric memory (transport/symmetric.hpp)
   bool staging = false;    // private buffers may stream through the ranks' shared staging memory (ditto)
+  int hosts = 1;           // the hosts the ranks span (a hierarchical transport, transport/hosts.hpp)
 };
 
 // What a row's cost counts depend on besides the buffer size: the rank
@@ -72,6 +75,11 @@ struct shape {
   chunk_sizes chunks{};
   double knee = 0;  // 0: no knee
   int tree_moved = 0, tree_reduced = 0, tree_steps_one = 0, tree_steps_many = 0;
+  // Across hosts (1 host: everything is local): the hosts, the most ranks
+  // one has, the slices of a hierarchical call (the fewest ranks one has),
+  // and how many of a host's ranks send over its link at once in a flat
+  // ring (its rank order's neighbours on other hosts).
+  int hosts = 1, per_host = 1, slices = 1, net_share = 1;
   // Counts of an algorithm whose steps all send `message` bytes.
   constexpr cost_counts uniform(double steps, double bytes, double reduced, double message) const noexcept {
     return {steps, bytes, reduced, large(message) ? steps : 0};
@@ -95,6 +103,7 @@ struct row {
   static constexpr bool window_only = false;  // true: runs only on a symmetric_window, never over messages
   static constexpr bool stages = false;       // true: its window form also runs small calls on private memory
   static constexpr bool streams = false;      // true: its window form also runs on private memory, through staging
+  static constexpr bool across_hosts = false; // true: offered only where the ranks span hosts (hierarchical.hpp)
 };
 
 // Rank i's block when `count` elements are dealt to n ranks: the first

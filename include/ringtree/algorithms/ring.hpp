@@ -18,27 +18,51 @@
 
 namespace ringtree::ring {
 
+// Where rank i's block lies: n even blocks (detail::block), or `parts`
+// even blocks held by ranks 0..parts-1 while the ranks after them hold
+// empty ones (a host with more ranks than the hierarchy's slices:
+// hierarchical.hpp), or any sizes (`sizes`, one per rank, in rank order).
+struct layout {
+  int parts = 0;                          // 0: one block per rank
+  std::span<const std::size_t> sizes{};  // if set: block i holds sizes[i] elements
+  detail::range of(std::size_t count, int n, int i) const noexcept {
+    if (!sizes.empty()) {
+      std::size_t at = 0;
+      for (int j = 0; j < i; ++j) at += sizes[j];
+      return {at, sizes[i]};
+    }
+    const int p = parts > 0 ? parts : n;
+    return i < p ? detail::block(count, p, i) : detail::range{count, 0};
+  }
+  template <class E>
+  std::span<E> block(std::span<E> s, int n, int i) const noexcept {
+    const auto b = of(s.size(), n, i);
+    return s.subspan(b.begin, b.size);
+  }
+};
+
 template <transport T, class E>
-void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
+void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}, layout at = {}) {
   const int n = t.size(), r = t.rank();
   const int right = detail::mod(r + 1, n), left = detail::mod(r - 1, n);
-  const std::size_t largest = std::max<std::size_t>(1, detail::block(data.size(), n, 0).size);
+  std::size_t largest = 1;
+  for (int i = 0; i < n; ++i) largest = std::max(largest, at.of(data.size(), n, i).size);
   const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), largest);
   auto slots = t.memory().template scratch<E>(2 * chunk);
   for (int s = 0; s < n - 1; ++s) {
-    auto out = detail::block_of(data, n, detail::mod(r - s - 1, n));
-    auto acc = detail::block_of(data, n, detail::mod(r - s - 2, n));
+    auto out = at.block(data, n, detail::mod(r - s - 1, n));
+    auto acc = at.block(data, n, detail::mod(r - s - 2, n));
     detail::sendrecv_reduce(t, o, right, std::span<const E>(out), left, acc, chunk, slots.span());
   }
 }
 
 template <transport T, class E>
-void allgather(T& t, std::span<E> data) {
+void allgather(T& t, std::span<E> data, layout at = {}) {
   const int n = t.size(), r = t.rank();
   const int right = detail::mod(r + 1, n), left = detail::mod(r - 1, n);
   for (int s = 0; s < n - 1; ++s)
-    detail::sendrecv(t, right, std::span<const E>(detail::block_of(data, n, detail::mod(r - s, n))), left,
-                     detail::block_of(data, n, detail::mod(r - s - 1, n)));
+    detail::sendrecv(t, right, std::span<const E>(at.block(data, n, detail::mod(r - s, n))), left,
+                     at.block(data, n, detail::mod(r - s - 1, n)));
 }
 
 template <transport T, class E>

@@ -19,6 +19,7 @@
 #include <ringtree/algorithms/alltoall.hpp>
 #include <ringtree/algorithms/barrier.hpp>
 #include <ringtree/algorithms/direct.hpp>
+#include <ringtree/algorithms/hierarchical.hpp>
 #include <ringtree/algorithms/one_shot.hpp>
 #include <ringtree/algorithms/rabenseifner.hpp>
 #include <ringtree/algorithms/recursive_doubling.hpp>
@@ -55,14 +56,14 @@ struct row_list {
 // Rows of one collective are listed in order of preference on a tie.
 using algorithm_table = row_list<
     ring::allreduce_row, tree::allreduce_row, recursive_doubling::allreduce_row, rabenseifner::allreduce_row,
-    one_shot::allreduce_row, direct::allreduce_row,
+    one_shot::allreduce_row, direct::allreduce_row, hierarchical::allreduce_row,
     ring::broadcast_row, tree::broadcast_row, tree::binomial_broadcast_row, scatter_allgather::broadcast_row,
-    direct::broadcast_row,
-    ring::reduce_row, tree::reduce_row, tree::binomial_reduce_row,
+    direct::broadcast_row, hierarchical::broadcast_row,
+    ring::reduce_row, tree::reduce_row, tree::binomial_reduce_row, hierarchical::reduce_row,
     linear::scatter_row, binomial::scatter_row, direct::scatter_row,
     linear::gather_row, binomial::gather_row, direct::gather_row,
-    ring::reduce_scatter_row, direct::reduce_scatter_row,
-    ring::allgather_row, direct::allgather_row,
+    ring::reduce_scatter_row, direct::reduce_scatter_row, hierarchical::reduce_scatter_row,
+    ring::allgather_row, direct::allgather_row, hierarchical::allgather_row,
     dissemination::barrier_row,
     pairwise::alltoall_row>;
 
@@ -76,10 +77,11 @@ struct row_info {
   bool direct;          // runs on symmetric memory by direct reads
   bool window_only;  // and only there (on symmetric memory, or streamed through staging)
   bool streams;      // its window form also runs on private memory, through staging
+  bool across_hosts; // offered only where the ranks span hosts
 };
 template <class... Rows>
 constexpr auto infos(row_list<Rows...>) {
-  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::streams}...};
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::streams, Rows::across_hosts}...};
 }
 inline constexpr auto rows = infos(algorithm_table{});
 
@@ -127,9 +129,10 @@ constexpr bool offers(collective c, algorithm a, const placement& p) noexcept {
 }
 
 // Whether row r counts for collective c: offered at p, or, without p,
-// offered somewhere on private memory (not a symmetric-only row).
+// offered somewhere on private memory of ranks on one host (not a
+// symmetric-only row, not a hierarchical one).
 constexpr bool counts_for(const row_info& r, collective c, const placement* p) noexcept {
-  return r.what == c && (p == nullptr ? !r.window_only : r.offered(*p));
+  return r.what == c && (p == nullptr ? !r.window_only && !r.across_hosts : r.offered(*p));
 }
 
 // The algorithms of c (those offered at p, if given), in the table's order.

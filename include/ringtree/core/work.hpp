@@ -17,6 +17,8 @@
 // and a run of them is posted together before any is waited on. So
 // "isend to the right, irecv from the left, wait both" cannot deadlock on
 // a rendezvous send, whatever the order the two ranks posted in.
+#include <ringtree/core/cxx20.hpp>
+
 #include <condition_variable>
 #include <deque>
 #include <exception>

@@ -30,6 +30,8 @@
 #include <vector>
 
 #include <ringtree/core/config.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/transport/hosts.hpp>
 #include <ringtree/transport/scratch_pool.hpp>
 #include <ringtree/transport/transport.hpp>
 
@@ -227,7 +229,10 @@ struct traced_memory {
 };
 
 // A transport seen through a recorder (null: none) and a scratch pool
-// (null: none): what a communicator's algorithms run on.
+// (null: none): what a communicator's algorithms run on. A hierarchical
+// transport's two parts (transport/hosts.hpp) are seen through the same
+// recorder, their ranks recorded as the whole's (`world`: a part's rank ->
+// the whole's), so a trace shows a hierarchical call as one.
 template <class T>
 class traced_transport {
  public:
@@ -243,35 +248,95 @@ class traced_transport {
   };
 
   traced_transport(T& inner, trace_recorder& rec) : inner_(&inner), rec_(&rec) {}
-  traced_transport(T& inner, trace_recorder* rec, detail::scratch_pool<memory_of<T>>* pool = nullptr)
-      : inner_(&inner), rec_(rec), pool_(pool) {}
+  traced_transport(T& inner, trace_recorder* rec, detail::scratch_pool<memory_of<T>>* pool = nullptr,
+                   std::vector<int> world = {})
+      : inner_(&inner), rec_(rec), pool_(pool), world_(std::move(world)) {}
   int rank() const noexcept { return inner_->rank(); }
   int size() const noexcept { return inner_->size(); }
-  memory_type memory() const noexcept { return {inner_->memory(), rec_, rank(), pool_}; }
+  memory_type memory() const noexcept { return {inner_->memory(), rec_, world_of(rank()), pool_}; }
   trace_recorder* recorder() const noexcept { return rec_; }
 
   request isend(int peer, std::span<const std::byte> data) {
     if (rec_ == nullptr) return {inner_->isend(peer, data)};
-    rec_->on_send(rank(), peer, data);
+    rec_->on_send(world_of(rank()), world_of(peer), data);
     return {inner_->isend(peer, data), peer, 0, data.size(), false, true, rec_->now_us()};
   }
   request irecv(int peer, std::span<std::byte> data) {
     if (rec_ == nullptr) return {inner_->irecv(peer, data)};
-    const std::size_t k = rec_->on_post_recv(peer, rank(), data.size());
+    const std::size_t k = rec_->on_post_recv(world_of(peer), world_of(rank()), data.size());
     return {inner_->irecv(peer, data), peer, k, data.size(), true, true, rec_->now_us()};
   }
   void wait(request& r) {
-    inner_->wait(r.inner);
+    if (world_.empty()) inner_->wait(r.inner);
+    else
+      try {
+        inner_->wait(r.inner);
+      } catch (const timeout_error& e) {
+        throw timeout_error(e.call(), world_of(rank()), world_of(e.peer()),
+                            detail::cat("no answer from rank ", world_of(e.peer()), ": ", in_whole(e)));
+      } catch (const error& e) {
+        throw error(e.call(), world_of(rank()), in_whole(e));
+      }
     if (!r.open) return;
     r.open = false;
-    rec_->on_slice({rank(), r.recv ? "recv" : "send", r.peer, r.bytes, r.start_us, rec_->now_us()});
-    if (r.recv) rec_->on_recv_done(r.peer, rank(), r.k);
+    rec_->on_slice({world_of(rank()), r.recv ? "recv" : "send", world_of(r.peer), r.bytes, r.start_us, rec_->now_us()});
+    if (r.recv) rec_->on_recv_done(world_of(r.peer), world_of(rank()), r.k);
+  }
+
+  // The parts of a hierarchical transport, traced alike.
+  const host_layout& layout() const noexcept
+    requires hierarchical_transport<T>
+  {
+    return inner_->layout();
+  }
+  auto host_local() const
+    requires hierarchical_transport<T>
+  {
+    const auto& l = inner_->layout();
+    return part(inner_->host_local(), l.members(l.host_of(rank())));
+  }
+  auto host_cross() const
+    requires hierarchical_transport<T>
+  {
+    const auto& l = inner_->layout();
+    std::vector<int> same_index;
+    for (int h = 0; h < l.hosts(); ++h)
+      if (l.index_of(rank()) < static_cast<int>(l.members(h).size())) same_index.push_back(l.members(h)[l.index_of(rank())]);
+    return part(inner_->host_cross(), same_index);
   }
 
  private:
+  int world_of(int r) const noexcept { return world_.empty() || r < 0 || r >= int(world_.size()) ? r : world_[r]; }
+  // A part's error, with its ranks told as the whole's.
+  std::string in_whole(const error& e) const {
+    std::string ranks, there;
+    for (std::size_t r = 0; r < world_.size(); ++r) ranks += detail::cat(r ? ", " : "", world_[r]), there += detail::cat(r ? ", " : "", r);
+    return detail::cat("in a hierarchical call's part over ranks ", ranks, " (numbered ", there, " there): ", e.what());
+  }
+  template <class> friend class traced_transport;
+  // A part seen through this recorder: the inner transport's own part, or
+  // (a traced transport inside a traced one) a view of it, kept here.
+  template <class P>
+  auto part(P&& p, const std::vector<int>& ranks) const {
+    using Q = std::remove_cvref_t<P>;
+    std::vector<int> world;
+    for (int r : ranks) world.push_back(world_of(r));
+    detail::scratch_pool<memory_of<Q>>* pool = nullptr;
+    if constexpr (std::same_as<memory_of<Q>, memory_of<T>>) pool = pool_;
+    if constexpr (std::is_lvalue_reference_v<P>) {
+      return traced_transport<Q>(p, rec_, pool, std::move(world));
+    } else {
+      auto kept = std::make_shared<Q>(std::move(p));
+      traced_transport<Q> view(*kept, rec_, pool, std::move(world));
+      view.kept_ = std::move(kept);
+      return view;
+    }
+  }
   T* inner_;
   trace_recorder* rec_;
   detail::scratch_pool<memory_of<T>>* pool_ = nullptr;
+  std::vector<int> world_;      // empty: the ranks are the whole's
+  std::shared_ptr<void> kept_;  // what inner_ points to, where this view owns it
 };
 
 namespace detail {
