@@ -2,8 +2,12 @@
 // which algorithm wins at which rank count and size, for given constants.
 //   ringtree-model [--alpha-us 3] [--gbps 100] [--gamma-ns 0.05] [--knee BYTES --above-us US]
 //                  [--collective allreduce] [--ranks 8,64,...] [--sizes 8,64K,...]
+//                  [--per-host L --net-alpha-us US --net-gbps G]
 // Prints a Markdown table per size: predicted time of every algorithm the
 // collective offers, the fastest in bold (docs/algorithms.md shows one).
+// With --per-host, each rank count is hosts of L ranks (numbered host by
+// host), alpha and beta are within a host and the --net- ones between
+// hosts (one link per host), and the hierarchical algorithms join the table.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,7 +24,8 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "ringtree-model: %s\nusage: ringtree-model [--alpha-us US] [--gbps G] [--gamma-ns NS] [--knee BYTES --above-us US]\n"
-               "                      [--collective NAME] [--ranks N,N,...] [--sizes SIZE,SIZE,...]\n",
+               "                      [--collective NAME] [--ranks N,N,...] [--sizes SIZE,SIZE,...]\n"
+               "                      [--per-host L --net-alpha-us US --net-gbps G]\n",
                why.c_str());
   std::exit(2);
 }
@@ -51,6 +56,7 @@ int main(int argc, char** argv) {
   collective c = collective::allreduce;
   std::vector<int> ranks = {8, 64, 512, 4096, 65536};
   std::vector<std::string> sizes = {"8", "64K", "1M", "16M", "256M"};
+  int per_host = 0;  // 0: every rank on one host
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") usage("predicted times of every algorithm");
@@ -63,6 +69,9 @@ int main(int argc, char** argv) {
       else if (f == "--knee") m.knee = number(f, v);
       else if (f == "--above-us") m.alpha_above = number(f, v) * 1e-6;
       else if (f == "--collective") c = perf::parse_collective(v);
+      else if (f == "--per-host") per_host = static_cast<int>(perf::detail_::parse_int(f, v, 1, 1 << 20));
+      else if (f == "--net-alpha-us") m.alpha_net = number(f, v) * 1e-6;
+      else if (f == "--net-gbps") m.beta_net = 8.0 / (number(f, v) * 1e9);
       else if (f == "--ranks") {
         ranks.clear();
         for (auto& r : perf::detail_::split(v)) ranks.push_back(static_cast<int>(perf::detail_::parse_int(f, r, 1, 1 << 20)));
@@ -75,8 +84,19 @@ int main(int argc, char** argv) {
   std::printf("Predicted %s times: alpha %.3g us per step, beta %.3g ns/B (%.0f Gb/s), gamma %.3g ns/B reduced",
               std::string(to_string(c)).c_str(), m.alpha * 1e6, m.beta * 1e9, 8 / m.beta / 1e9, m.gamma * 1e9);
   if (m.knee > 0) std::printf(", +%.3g us per step above %.0f B", m.alpha_above * 1e6, m.knee);
+  if (per_host > 0) {
+    for (int n : ranks)
+      if (n % per_host != 0) usage(detail::cat("--ranks ", n, " is not a whole number of hosts of --per-host ", per_host));
+    std::printf("; hosts of %d ranks, between hosts alpha %.3g us, beta %.3g ns/B (%.0f Gb/s) per host's link", per_host,
+                (m.alpha_net < 0 ? m.alpha : m.alpha_net) * 1e6, (m.beta_net < 0 ? m.beta : m.beta_net) * 1e9,
+                8 / (m.beta_net < 0 ? m.beta : m.beta_net) / 1e9);
+  }
   std::printf(".\n");
-  const auto offer = detail::offered(c);
+  auto shape_of = [&](int n) { return per_host > 0 ? host_shape::even(n / per_host, per_host) : host_shape{}; };
+  // the algorithms offered at some rank count of the table (the hierarchical ones need several hosts)
+  std::vector<algorithm> offer;
+  for (const auto& r : detail::rows)
+    if (r.what == c && !r.window_only && !(r.across_hosts && per_host == 0)) offer.push_back(r.id);
   for (const auto& size : sizes) {
     std::size_t bytes = 0;
     try {
@@ -84,16 +104,21 @@ int main(int argc, char** argv) {
     } catch (const error& e) {
       usage(e.what());
     }
-    std::printf("\n%s bytes:\n\n| ranks |", size.c_str());
+    std::printf(per_host > 0 ? "\n%s bytes:\n\n| hosts x ranks |" : "\n%s bytes:\n\n| ranks |", size.c_str());
     for (auto a : offer) std::printf(" %s |", std::string(to_string(a)).c_str());
     std::printf(" automatic picks |\n|---:|");
     for (std::size_t k = 0; k < offer.size(); ++k) std::printf("---:|");
     std::printf("---|\n");
     for (int n : ranks) {
-      const tuner t(n, m);
+      const tuner t(n, m, {}, memory_kind::host, shape_of(n));
       const algorithm pick = t.choose(c, bytes);
-      std::printf("| %d |", n);
+      std::printf(per_host > 0 ? "| %d x %d |" : "| %d |", per_host > 0 ? n / per_host : n, per_host);
       for (auto a : offer) {
+        const placement at{n, bytes, memory_kind::host, false, false, shape_of(n).hosts};
+        if (detail::find_row(c, a)->across_hosts && !detail::offers(c, a, at)) {  // one rank per host: nothing to split
+          std::printf(" - |");
+          continue;
+        }
         const std::string cell = human_time(t.seconds(c, a, bytes));
         std::printf(a == pick ? " **%s** |" : " %s |", cell.c_str());
       }

@@ -1,5 +1,5 @@
 // ringtree-trace: watch a collective move data, step by step, on threads.
-//   ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 [--root 0] [--chrome trace.json] [--diagram]
+//   ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 [--root 0] [--hosts H] [--chrome trace.json] [--diagram]
 // Prints, for every step (the longest chain of messages that depend on
 // each other), which elements each rank sends to whom, then every rank's
 // buffer after that step. --diagram prints only a table of the messages,
@@ -25,14 +25,14 @@ namespace {
 struct args {
   collective what = collective::allreduce;
   algorithm algo = algorithm::automatic;
-  int ranks = 4, root = 0;
+  int ranks = 4, root = 0, hosts = 1;
   std::size_t count = 8;
   std::string chrome;
   bool diagram = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "ringtree-trace: %s\nusage: ringtree-trace --collective NAME --algo NAME --ranks N --count M [--root R] [--chrome FILE.json] [--diagram]\n", why.c_str());
+  std::fprintf(stderr, "ringtree-trace: %s\nusage: ringtree-trace --collective NAME --algo NAME --ranks N --count M [--root R] [--hosts H] [--chrome FILE.json] [--diagram]\n", why.c_str());
   std::exit(2);
 }
 
@@ -56,6 +56,7 @@ args parse(int argc, char** argv) {
       } else if (f == "--ranks") a.ranks = static_cast<int>(perf::detail_::parse_int(f, v, 1, 64));
       else if (f == "--count") a.count = static_cast<std::size_t>(perf::detail_::parse_int(f, v, 0, 64));
       else if (f == "--root") a.root = static_cast<int>(perf::detail_::parse_int(f, v, 0, 63));
+      else if (f == "--hosts") a.hosts = static_cast<int>(perf::detail_::parse_int(f, v, 1, 64));
       else if (f == "--chrome") a.chrome = v;
       else usage("unknown flag '" + f + "'");
     } catch (const error& e) {
@@ -69,6 +70,24 @@ std::string show(const std::vector<int>& v) {
   std::string s = "[";
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
   return s + "]";
+}
+
+// The collective of `a` on one rank's buffers.
+template <class Comm>
+void call(Comm& comm, const args& a, std::vector<int>& in, std::vector<int>& out) {
+  std::span<const int> i(in);
+  std::span<int> o(out);
+  switch (a.what) {
+    case collective::allreduce: comm.allreduce(i, o, op::sum, a.algo); break;
+    case collective::broadcast: comm.broadcast(o, a.root, a.algo); break;
+    case collective::reduce: comm.reduce(i, o, a.root, op::sum, a.algo); break;
+    case collective::scatter: comm.scatter(i, o, a.root, a.algo); break;
+    case collective::gather: comm.gather(i, o, a.root, a.algo); break;
+    case collective::reduce_scatter: comm.reduce_scatter(i, o, op::sum, a.algo); break;
+    case collective::allgather: comm.allgather(i, o, a.algo); break;
+    case collective::barrier: comm.barrier(); break;
+    case collective::alltoall: comm.alltoall(i, o, a.algo); break;
+  }
 }
 
 }  // namespace
@@ -98,23 +117,24 @@ int main(int argc, char** argv) {
     if (step >= 2) after[r][step - 2] = out[r].empty() ? in[r] : out[r];
   };
   try {
+    if (a.hosts > n) usage(detail::cat("--hosts ", a.hosts, " is more than --ranks ", n));
+    // --hosts H: the ranks dealt to H emulated hosts, host by host (as even as they go)
+    std::vector<std::uint64_t> host_of(n);
+    for (int h = 0; h < a.hosts; ++h) {
+      const auto b = detail::block(std::size_t(n), a.hosts, h);
+      for (std::size_t r = b.begin; r < b.begin + b.size; ++r) host_of[r] = std::uint64_t(h);
+    }
     local_world world(n);
     world.run([&](local_transport& t) {
-      traced_transport<local_transport> tt(t, rec);
-      communicator comm(tt);
-      const int r = t.rank();
-      std::span<const int> i(in[r]);
-      std::span<int> o(out[r]);
-      switch (a.what) {
-        case collective::allreduce: comm.allreduce(i, o, op::sum, a.algo); break;
-        case collective::broadcast: comm.broadcast(o, a.root, a.algo); break;
-        case collective::reduce: comm.reduce(i, o, a.root, op::sum, a.algo); break;
-        case collective::scatter: comm.scatter(i, o, a.root, a.algo); break;
-        case collective::gather: comm.gather(i, o, a.root, a.algo); break;
-        case collective::reduce_scatter: comm.reduce_scatter(i, o, op::sum, a.algo); break;
-        case collective::allgather: comm.allgather(i, o, a.algo); break;
-        case collective::barrier: comm.barrier(); break;
-        case collective::alltoall: comm.alltoall(i, o, a.algo); break;
+      if (a.hosts > 1) {
+        host_groups<local_transport> h(t, host_of);
+        traced_transport<host_groups<local_transport>> tt(h, rec);
+        communicator comm(tt);
+        call(comm, a, in[t.rank()], out[t.rank()]);
+      } else {
+        traced_transport<local_transport> tt(t, rec);
+        communicator comm(tt);
+        call(comm, a, in[t.rank()], out[t.rank()]);
       }
     });
   } catch (const error& e) {
