@@ -73,6 +73,8 @@ void run(Transport& t, const char* name) {
     }
     s.synchronize();
   };
+  const std::string picked_small(to_string(comm.choose(collective::allreduce, elems * sizeof(float)))),
+      picked_flat(to_string(comm.choose(collective::allreduce, flat.size() * sizeof(float))));
   grad_sync<communicator<Transport>, float> dflt(comm, spans);
   const double with_sync = time_ms([&] { sync_step(dflt, 0, false); });
   grad_sync<communicator<Transport>, float> views(comm, std::vector<std::size_t>(grads, elems));
@@ -81,8 +83,8 @@ void run(Transport& t, const char* name) {
   if (rank == 0) {
     std::printf("# grad_sync_bench: %d ranks, transport %s, %zu gradients of %zu bytes (%.1f MB), median of %d\n",
                 comm.size(), name, grads, elems * sizeof(float), grads * elems * sizeof(float) / 1e6, reps);
-    std::printf("one allreduce per gradient   %9.2f ms\n", per_gradient);
-    std::printf("one flat allreduce           %9.2f ms\n", one_flat);
+    std::printf("one allreduce per gradient   %9.2f ms   (automatic: %s)\n", per_gradient, picked_small.c_str());
+    std::printf("one flat allreduce           %9.2f ms   (automatic: %s)\n", one_flat, picked_flat.c_str());
     std::printf("grad_sync (copies, %zu buckets) %7.2f ms   %.1fx faster than per gradient, %.2fx the flat allreduce\n",
                 dflt.buckets(), with_sync, per_gradient / with_sync, with_sync / one_flat);
     std::printf("grad_sync (views in symmetric buckets, %zu) %7.2f ms   %.1fx faster than per gradient, %.2fx the flat allreduce\n",

@@ -19,7 +19,11 @@
 # 10.77.0.<host>. mpirun runs on host 1; Open MPI's rsh launcher starts its
 # daemon on the others through a fake "ssh" (the agent below), which runs the
 # command in that host's namespaces. Open MPI is kept on TCP over the veths
-# (btl tcp,self, pml ob1): no shared memory between the hosts; the file
+# (btl tcp,self, pml ob1): no shared memory between the hosts. The hosts'
+# "NICs" are the kernel's network code on this machine's cores, so ranks
+# are not bound to cores and yield when idle (--bind-to none, mpi_yield_
+# when_idle): a rank spinning on a core starves the softirqs that carry its
+# own packets (4 ms per message on 2 hosts of one rank otherwise). The file
 # system and /dev/shm are this machine's, so ranks of one host can share
 # memory as on a real host. netem is not in this kernel, so latency is what
 # TCP over veth gives: bench/hosts_bench.sh measures it (a ping-pong).
@@ -129,14 +133,14 @@ for d in "${TMPDIR:-/tmp}"/hosts.[0-9]*.* "${TMPDIR:-/tmp}"/two_hosts.[0-9]*.*; 
   kill -0 "$pid" 2>/dev/null || rm -rf "$d"
 done
 
-# tbf's bucket: 10 ms of the rate (at least 64 KiB), so that the kernel's
-# timer (HZ) and veth's 64 KiB segments never starve it.
+# tbf's bucket: 1 ms of the rate, at least 64 KiB (veth's segments): a
+# larger one would let whole messages pass at memory speed between pauses.
 burst_of() {
   local r=$1 n unit bits
   n=${r%%[a-zA-Z]*} unit=${r#"$n"}
   case $unit in gbit) bits=$((n * 1000000000));; mbit) bits=$((n * 1000000));; kbit) bits=$((n * 1000));;
     *) echo "hosts.sh: -r '$r': a whole number with gbit, mbit or kbit" >&2; return 1;; esac
-  local b=$((bits / 8 / 100))
+  local b=$((bits / 8 / 1000))
   [ "$b" -lt 65536 ] && b=65536
   echo "$b"
 }
@@ -192,7 +196,7 @@ run_mpi() {
   ip netns exec "$(ns 1)" unshare --uts sh -c 'hostname host1 && exec "$@"' sh \
     timeout "$limit" mpirun --hostfile "$tmp/hosts" -np "$np" --map-by "$map" --oversubscribe \
       --mca plm rsh --mca plm_rsh_agent "$tmp/agent" --mca orte_tmpdir_base "$tmp" \
-      --mca pml ob1 --mca btl tcp,self \
+      --mca pml ob1 --mca btl tcp,self --bind-to none --mca mpi_yield_when_idle 1 \
       --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
       ${HOSTS_MPIRUN_ARGS:-} "$@"
 }
