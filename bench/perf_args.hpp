@@ -76,7 +76,12 @@ reduce_scatter, scatter and gather that is all ranks' blocks together.
 }
 
 namespace detail_ {
-[[noreturn]] inline void bad(const std::string& what) { throw error("ringtree-perf", -1, what + " (see --help)"); }
+// The tool whose flags these are (ringtree-perf, ringtree-trace, ringtree-model): its errors name it.
+inline std::string& tool() {
+  static std::string name = "ringtree-perf";
+  return name;
+}
+[[noreturn]] inline void bad(const std::string& what) { throw error(tool(), -1, what + " (see " + tool() + " --help)"); }
 
 inline std::vector<std::string> split(std::string_view s) {
   std::vector<std::string> out;
@@ -127,10 +132,23 @@ inline std::size_t parse_size(const std::string& flag, std::string s) {
   return static_cast<std::size_t>(v) * mult;
 }
 
-inline collective parse_collective(const std::string& s) {
-  for (collective c : all_collectives)
-    if (c != collective::barrier && s == to_string(c)) return c;
-  detail_::bad("-o: unknown collective '" + s + "'");
+// `barrier`: whether the tool takes it (it has no size to sweep).
+inline collective parse_collective(const std::string& s, const std::string& flag = "-o", bool barrier = false) {
+  std::string names;
+  for (collective c : all_collectives) {
+    if (c == collective::barrier && !barrier) continue;
+    if (s == to_string(c)) return c;
+    names += (names.empty() ? "" : ", ") + std::string(to_string(c));
+  }
+  detail_::bad(flag + ": unknown collective '" + s + "' (one of: " + names + ")");
+}
+// An error's message without "ringtree: TOOL: " and the source location:
+// what a command line tool prints.
+inline std::string plain(const error& e) {
+  std::string w = e.what();
+  if (const auto at = w.find(e.call() + ": "); w.rfind("ringtree: ", 0) == 0 && at != std::string::npos) w.erase(0, at + e.call().size() + 2);
+  if (const auto at = w.rfind(" ["); at != std::string::npos && w.back() == ']') w.erase(at);
+  return w;
 }
 
 inline options parse(int argc, const char* const* argv) {

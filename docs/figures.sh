@@ -3,18 +3,50 @@
 # so that none is drawn by hand:
 #   <!-- generated: ringtree-trace ARGS -->   ... <!-- end generated -->
 #   <!-- generated: ringtree-model ARGS -->   ... <!-- end generated -->
-# Usage: docs/figures.sh BUILD_DIR [FILE]   rewrites FILE (docs/algorithms.md)
-#        docs/figures.sh BUILD_DIR --check  fails if the file is not up to date
+#   <!-- figure: figures/NAME.svg = ringtree-trace ARGS -->
+#       every step of the call as one SVG, drawn by the interactive page's
+#       own renderer (ringtree-trace --print-renderer) under Node.js
+#   <!-- page: pages/NAME.html = ringtree-trace ARGS -->
+#       the interactive page itself (ringtree-trace --html)
+# Usage: docs/figures.sh BUILD_DIR [FILE]   rewrites FILE (docs/algorithms.md) and its figures and pages
+#        docs/figures.sh BUILD_DIR --check  fails if any of them is not up to date
 set -eu
 build=${1:?build dir}
-doc=$(dirname "$0")/algorithms.md
+docs=$(cd "$(dirname "$0")" && pwd)
+doc=$docs/algorithms.md
 check=0
 [ "${2:-}" = --check ] && check=1
 [ -n "${2:-}" ] && [ "$2" != --check ] && doc=$2
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$out" "$work"' EXIT
+stale=0
+# made FILE: compare it with, or write it to, docs/FILE
+made() {
+  if [ $check = 1 ]; then
+    cmp -s "$work/made" "$docs/$1" || { echo "docs/$1 is out of date"; stale=1; }
+  else
+    mkdir -p "$(dirname "$docs/$1")" && cp "$work/made" "$docs/$1"
+  fi
+}
+renderer=""
 skipping=0
 while IFS= read -r line; do
+  if [[ $line =~ ^'<!-- figure: '([^ ]+)' = ringtree-trace '(.*)' -->'$ ]]; then
+    file=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
+    command -v node >/dev/null || { echo "docs/figures.sh: no node (Debian: nodejs) to draw $file"; exit 1; }
+    if [ -z "$renderer" ]; then renderer=$work/renderer.js; "$build/bench/ringtree-trace" --print-renderer >"$renderer"; fi
+    # shellcheck disable=SC2086  # ARGS: words on purpose
+    "$build/bench/ringtree-trace" $args --json "$work/story.json" >/dev/null
+    node -e 'const RT = require(process.argv[1]); process.stdout.write(RT.strip(JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"))));' \
+      "$renderer" "$work/story.json" >"$work/made"
+    made "$file"
+  elif [[ $line =~ ^'<!-- page: '([^ ]+)' = ringtree-trace '(.*)' -->'$ ]]; then
+    file=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
+    # shellcheck disable=SC2086
+    "$build/bench/ringtree-trace" $args --html "$work/made" >/dev/null
+    made "$file"
+  fi
   if [[ $line =~ ^'<!-- generated: '(ringtree-trace|ringtree-model)' '(.*)' -->'$ ]]; then
     tool=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
     printf '%s\n' "$line" >>"$out"
@@ -30,7 +62,8 @@ while IFS= read -r line; do
   [ $skipping = 1 ] || printf '%s\n' "$line" >>"$out"
 done <"$doc"
 if [ $check = 1 ]; then
-  diff -u "$doc" "$out" || { echo "docs/algorithms.md is out of date: run docs/figures.sh $build"; exit 1; }
+  diff -u "$doc" "$out" || stale=1
+  [ $stale = 0 ] || { echo "docs/algorithms.md or its figures are out of date: run docs/figures.sh $build"; exit 1; }
   echo "docs/algorithms.md figures: up to date"
 else
   cp "$out" "$doc"

@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace rt_test {
 
@@ -18,7 +19,16 @@ class json_reader {
     ws();
     if (i_ != s_.size()) fail("text after the value");
   }
-  std::map<std::string, int> categories;  // "cat" values of objects, counted
+  // "cat" values of objects, counted once per slice: objects whose "ph" is
+  // "e" (the end of an async slice, whose "b" was counted) are not.
+  std::map<std::string, int> categories;
+  // Every object with "ph" and "ts", in file order: what a track shows.
+  struct event {
+    std::string cat, ph;
+    long pid = -1, tid = -1;
+    double ts = 0;
+  };
+  std::vector<event> events;
 
  private:
   [[noreturn]] void fail(const std::string& why) { throw std::runtime_error("invalid JSON at " + std::to_string(i_) + ": " + why); }
@@ -70,19 +80,30 @@ class json_reader {
       digits();
     }
     if (b == i_) fail("expected a number");
+    last_number_ = std::stod(s_.substr(b, i_ - b));
   }
   void value(const std::string& key) {
     const char c = peek();
     if (c == '{') {
       ++i_;
       if (peek() == '}') { ++i_; return; }
+      event e;
+      bool has_ts = false;
       while (true) {
         const std::string k = string();
         expect(':');
-        if (k == "cat" && peek() == '"') ++categories[string()];
-        else value(k);
+        const char v = peek();
+        if ((k == "cat" || k == "ph") && v == '"') (k == "cat" ? e.cat : e.ph) = string();
+        else {
+          value(k);
+          if (k == "tid" && v != '"') e.tid = static_cast<long>(last_number_);
+          if (k == "pid" && v != '"') e.pid = static_cast<long>(last_number_);
+          if (k == "ts" && v != '"') e.ts = last_number_, has_ts = true;
+        }
         if (peek() == ',') { ++i_; continue; }
         expect('}');
+        if (!e.cat.empty() && e.ph != "e") ++categories[e.cat];
+        if (!e.ph.empty() && has_ts) events.push_back(e);
         return;
       }
     }
@@ -103,6 +124,7 @@ class json_reader {
   }
   const std::string& s_;
   std::size_t i_ = 0;
+  double last_number_ = 0;
 };
 
 }  // namespace rt_test

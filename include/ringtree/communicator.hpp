@@ -35,6 +35,7 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/work.hpp>
 #include <ringtree/transport/symmetric.hpp>
+#include <ringtree/trace_sink.hpp>
 #include <ringtree/transport/traced.hpp>
 #include <ringtree/tuner.hpp>
 
@@ -555,7 +556,7 @@ class communicator {
   // with scratch from this communicator's pool. Measurements (tuning,
   // calibration) are not traced.
   traced_transport<Transport> lane(bool traced = true) const {
-    return traced_transport<Transport>(*t_, traced && trace_ ? trace_->rec.get() : nullptr, pool_.get());
+    return traced_transport<Transport>(*t_, traced && trace_ && !measuring_ ? trace_->rec.get() : nullptr, pool_.get());
   }
   auto memory() const { return lane().memory(); }
 
@@ -803,6 +804,12 @@ class communicator {
   // every rank agrees on (the slowest rank's, by an all-reduce of max).
   template <collective C>
   algorithm measure(int bin) {
+    // The measurements are not the program's calls: RINGTREE_TRACE leaves them out.
+    measuring_ = true;
+    struct done {
+      bool& flag;
+      ~done() { flag = false; }
+    } untraced{measuring_};
     constexpr collective c = C;
     const std::size_t bytes = std::size_t{1} << bin;
     const placement at = placed(bytes, false);
@@ -965,6 +972,7 @@ class communicator {
   std::shared_ptr<detail::symmetric_region> stream_;  // staging for private calls that stream (stream_staging)
   bool heap_tried_ = false;
   int hosts_ = 1;  // the hosts the ranks span (detail::hosts_of): what placed() says
+  bool measuring_ = false;  // automatic is timing the algorithms (measure): nothing is traced
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
 

@@ -140,8 +140,9 @@ TEST_CASE("Chrome trace: one slice per send and receive, one per reduction, a tr
     for (std::size_t at = json.find(what); at != std::string::npos; at = json.find(what, at + 1)) ++k;
     return k;
   };
-  CHECK(count("\"cat\": \"send\"") == rec.messages());
-  CHECK(count("\"cat\": \"recv\"") == rec.messages());
+  CHECK(count("\"cat\": \"send\", \"ph\": \"b\"") == rec.messages());  // async slices: a begin and an end each
+  CHECK(count("\"cat\": \"send\", \"ph\": \"e\"") == rec.messages());
+  CHECK(count("\"cat\": \"recv\", \"ph\": \"b\"") == rec.messages());
   CHECK(count("\"cat\": \"reduce\"") == 3 * 2);  // n-1 reduce-scatter steps on each of 3 ranks
   CHECK(count("\"thread_name\"") == 3);
   CHECK(count("{") == count("}"));

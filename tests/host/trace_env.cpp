@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,6 +70,28 @@ int main(int argc, char** argv) {
     comm.broadcast(std::span<float>(v), 1, algorithm::tree);
     comm.allreduce(std::span<float>(v));  // automatic
   });
+  // automatic by measurement: its timing runs are not the program's calls,
+  // and the file must not show them. Once with the algorithm it picks (a
+  // recorder of our own counts the call), once measuring: the file gets the
+  // same messages twice, nothing more.
+  ::setenv("RINGTREE_TUNE", "fresh", 1);
+  std::vector<float> w(1 << 14, 1.0f);
+  algorithm picked = algorithm::automatic;
+  local_world(3).run([&](local_transport& t) {
+    communicator comm(t);
+    comm.allreduce(std::span<float>(w));  // measures its size's bin, then runs the pick
+    if (t.rank() == 0) picked = comm.choose(collective::allreduce, w.size() * sizeof(float));
+  });
+  trace_recorder once(3);
+  local_world(3).run([&](local_transport& t) {
+    traced_transport<local_transport> tt(t, once);
+    communicator_options o;
+    o.model = cost_model{};
+    communicator comm(tt, o);
+    std::vector<float> x(w.size(), 1.0f);
+    comm.allreduce(std::span<float>(x), op::sum, picked);
+  });
+  const std::size_t expected = mine.messages() + 2 * once.messages();
   const std::string text = slurp(file);
   rt_test::json_reader r(text);
   try {
@@ -76,10 +99,19 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(file + ": " + e.what());
   }
-  std::printf("%s: %d sends, %d receives, %d reductions; the program's own recorder saw %zu messages\n", file.c_str(),
-              r.categories["send"], r.categories["recv"], r.categories["reduce"], mine.messages());
-  if (r.categories["send"] != int(mine.messages()) || r.categories["recv"] != int(mine.messages()))
-    return fail("RINGTREE_TRACE's file does not have one send and one receive event per message");
+  std::printf("%s: %d sends, %d receives, %d reductions; the program's own recorders saw %zu messages (%s picked by measurement)\n",
+              file.c_str(), r.categories["send"], r.categories["recv"], r.categories["reduce"], expected,
+              std::string(to_string(picked)).c_str());
+  if (r.categories["send"] != int(expected) || r.categories["recv"] != int(expected))
+    return fail("RINGTREE_TRACE's file does not have one send and one receive event per message of the program's calls "
+                "(automatic's measurements must not be in it)");
+  // every track's events in time order, at distinct times
+  std::map<std::pair<long, long>, double> last;
+  for (const auto& e : r.events) {
+    const std::pair<long, long> track{e.pid, e.tid};
+    if (last.count(track) && !(e.ts > last[track])) return fail("timestamps on a track are not strictly increasing");
+    last[track] = e.ts;
+  }
   if (r.categories["reduce"] == 0) return fail("no reductions in the trace");
   std::remove(file.c_str());
   ::rmdir(dir);

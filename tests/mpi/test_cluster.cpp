@@ -13,15 +13,12 @@
 #include <ringtree/transport/cluster.hpp>
 
 #include "../collective_check.hpp"
+#include "mpi_check.hpp"
 
 using namespace ringtree;
 
 namespace {
-bool all_ranks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
+using rt_test::all_ranks;
 std::string expected_layout() {
   const char* l = std::getenv("HOSTS_LAYOUT");
   if (l != nullptr) return l;

@@ -14,6 +14,7 @@
 #include <ringtree/transport/shm_mpi.hpp>
 
 #include "../collective_check.hpp"
+#include "mpi_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
@@ -23,12 +24,7 @@ int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int world_size() { int s; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The verdict of one rank is not enough: a check that failed anywhere fails everywhere.
-bool all_ranks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
+using rt_test::all_ranks;
 
 // Every rank runs every case even after a failure, so that the ranks stay
 // in step; the first failure is kept.

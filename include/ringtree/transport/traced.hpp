@@ -20,6 +20,8 @@
 #include <ostream>
 #include <string>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -46,18 +48,21 @@ struct trace_event {
 };
 
 // A span of time on one rank: a send or receive from post to completion,
-// or a reduction. What a Chrome trace shows, one track per rank.
+// or a reduction. What a Chrome trace shows, one track per rank. Times are
+// microseconds since the recorder was made (ns resolution).
 struct trace_slice {
   int rank;
   const char* what;  // "send", "recv", "reduce"
   int peer;          // -1 for reductions
   std::size_t bytes;
   double start_us, end_us;
+  int step;          // the rank's step when it ended (for a reduction: the step it belongs to)
 };
 
 class trace_recorder {
  public:
-  explicit trace_recorder(int size) : clock_(size, 0), sent_(size, 0), received_(size, 0), reduced_(size, 0) {}
+  explicit trace_recorder(int size)
+      : clock_(size, 0), sent_(size, 0), received_(size, 0), reduced_(size, 0), origin_(std::chrono::steady_clock::now()) {}
   int size() const noexcept { return static_cast<int>(clock_.size()); }
 
   // Every message, ordered by step, then sender, then receiver.
@@ -95,21 +100,30 @@ class trace_recorder {
     std::lock_guard lk(m_);
     return slices_;
   }
-  // Called (on the rank's thread) when a rank's step counter moves to
-  // `step`, before the data that moved it (sent at step - 1) is used: the
-  // buffers then hold the result of step - 2. The trace tool takes its
-  // snapshots here.
+  // Called on the rank's thread when its step counter moves to `step` (a
+  // message sent at step - 1 has arrived), with the buffers as they were
+  // after step - 1: with exact_snapshots, before that message's bytes land
+  // in the receiver's buffer. The trace tool takes its snapshots here.
   std::function<void(int rank, int step)> on_step;
+  // Receives land in a copy first and reach the buffer only after on_step
+  // (so a snapshot never shows a byte of the next step); only for the
+  // trace tool, which wants exact pictures and pays a copy per message.
+  bool exact_snapshots = false;
 
   // The Chrome trace event format (chrome://tracing, ui.perfetto.dev).
   void write_chrome(std::ostream& os) const {
     os << "{\"traceEvents\": [\n";
     bool first = true;
     write_chrome_events(os, 0, first);
-    os << "\n]}\n";
+    os << "\n], \"displayTimeUnit\": \"ns\"}\n";
   }
   // The events alone, as process `pid`, for files that hold several
-  // recorders; `first` tracks the commas between events.
+  // recorders; `first` tracks the commas between events. Each rank is a
+  // track (tid); sends and receives, which overlap (a pipeline posts many
+  // at once), are async slices on it, reductions complete ones. Times are
+  // microseconds since the recorder was made, to the nanosecond, and
+  // distinct and increasing on every track (a tie moves the later one on
+  // by a nanosecond).
   void write_chrome_events(std::ostream& os, int pid, bool& first, const std::string& label = "") const {
     std::lock_guard lk(m_);
     auto sep = [&] { os << (first ? "  " : ",\n  "); first = false; };
@@ -126,17 +140,43 @@ class trace_recorder {
       os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid << ", \"tid\": " << r
          << ", \"args\": {\"name\": \"rank " << r << "\"}}";
     }
-    for (const auto& x : slices_) {
-      sep();
-      os << "{\"name\": \"" << x.what << (x.peer >= 0 ? (std::string(x.what) == "send" ? " to " : " from ") : "")
-         << (x.peer >= 0 ? std::to_string(x.peer) : std::string()) << "\", \"cat\": \"" << x.what
-         << "\", \"ph\": \"X\", \"pid\": " << pid << ", \"tid\": " << x.rank << ", \"ts\": " << x.start_us
-         << ", \"dur\": " << std::max(0.0, x.end_us - x.start_us) << ", \"args\": {\"bytes\": " << x.bytes << "}}";
+    // Every event of a track, in time order: (ts, what it is, which slice).
+    struct mark {
+      double ts;
+      int kind;  // 0: a message begins, 1: it ends, 2: a reduction (complete)
+      std::size_t slice;
+    };
+    std::vector<std::vector<mark>> track(clock_.size());
+    for (std::size_t i = 0; i < slices_.size(); ++i) {
+      const auto& x = slices_[i];
+      if (x.peer < 0) track[x.rank].push_back({x.start_us, 2, i});
+      else track[x.rank].push_back({x.start_us, 0, i}), track[x.rank].push_back({x.end_us, 1, i});
+    }
+    char ts[32], dur[32];
+    for (auto& t : track) {
+      std::stable_sort(t.begin(), t.end(), [](const mark& a, const mark& b) { return a.ts < b.ts; });
+      double last = -1;
+      for (auto& m : t) {
+        m.ts = std::max(m.ts, last + 1e-3);  // distinct and increasing, to the nanosecond
+        last = m.ts;
+        const auto& x = slices_[m.slice];
+        std::snprintf(ts, sizeof ts, "%.3f", m.ts);
+        std::snprintf(dur, sizeof dur, "%.3f", std::max(0.0, x.end_us - x.start_us));
+        sep();
+        os << "{\"name\": \"" << x.what << (x.peer >= 0 ? (std::string(x.what) == "send" ? " to " : " from ") : "")
+           << (x.peer >= 0 ? std::to_string(x.peer) : std::string()) << "\", \"cat\": \"" << x.what << "\", \"ph\": \""
+           << (m.kind == 0 ? "b" : m.kind == 1 ? "e" : "X") << "\", \"pid\": " << pid << ", \"tid\": " << x.rank
+           << ", \"ts\": " << ts;
+        if (m.kind == 2) os << ", \"dur\": " << dur;
+        else os << ", \"id\": \"" << pid << "." << m.slice << "\"";
+        os << ", \"args\": {\"bytes\": " << x.bytes << ", \"step\": " << x.step << "}}";
+      }
     }
   }
   // Only one rank records here (the others are in other processes): name
   // only its track.
   void set_one_rank() { one_rank_ = true; }
+  bool one_rank() const noexcept { return one_rank_; }
 
   void clear() {
     std::lock_guard lk(m_);
@@ -152,14 +192,14 @@ class trace_recorder {
  private:
   template <class T> friend class traced_transport;
   template <class M> friend struct traced_memory;
-  // The monotonic clock, which processes on one host share: per-rank files
-  // of one run line up.
-  static double now_us() {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  // Microseconds since the recorder was made.
+  double now_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_).count();
   }
   void on_slice(trace_slice x) {
     std::lock_guard lk(m_);
     if (x.peer < 0) reduced_.at(x.rank) += x.bytes;
+    x.step = clock_.at(x.rank);
     slices_.push_back(x);
   }
   struct pair_log {
@@ -197,6 +237,7 @@ class trace_recorder {
   std::vector<std::size_t> sent_, received_, reduced_;
   bool one_rank_ = false;
   std::map<std::pair<int, int>, pair_log> pairs_;
+  std::chrono::steady_clock::time_point origin_;
 };
 
 // The memory of a traced transport: the inner one, with every reduction
@@ -224,7 +265,7 @@ struct traced_memory {
     if (rec == nullptr) return inner.reduce(o, acc, in, order);
     const double t0 = rec->now_us();
     inner.reduce(o, acc, in, order);
-    rec->on_slice({rank, "reduce", -1, acc.size_bytes(), t0, rec->now_us()});
+    rec->on_slice({rank, "reduce", -1, acc.size_bytes(), t0, rec->now_us(), 0});
   }
 };
 
@@ -245,6 +286,8 @@ class traced_transport {
     std::size_t k = 0, bytes = 0;
     bool recv = false, open = false;
     double start_us = 0;
+    std::span<std::byte> to{};        // exact_snapshots: where the staged bytes go after on_step
+    std::vector<std::byte> staged{};  // ... and where they land first
   };
 
   traced_transport(T& inner, trace_recorder& rec) : inner_(&inner), rec_(&rec) {}
@@ -264,7 +307,10 @@ class traced_transport {
   request irecv(int peer, std::span<std::byte> data) {
     if (rec_ == nullptr) return {inner_->irecv(peer, data)};
     const std::size_t k = rec_->on_post_recv(world_of(peer), world_of(rank()), data.size());
-    return {inner_->irecv(peer, data), peer, k, data.size(), true, true, rec_->now_us()};
+    if (!rec_->exact_snapshots) return {inner_->irecv(peer, data), peer, k, data.size(), true, true, rec_->now_us()};
+    request r{{}, peer, k, data.size(), true, true, rec_->now_us(), data, std::vector<std::byte>(data.size())};
+    r.inner = inner_->irecv(peer, std::span<std::byte>(r.staged));  // (a vector's buffer keeps its place when moved)
+    return r;
   }
   void wait(request& r) {
     if (world_.empty()) inner_->wait(r.inner);
@@ -279,8 +325,9 @@ class traced_transport {
       }
     if (!r.open) return;
     r.open = false;
-    rec_->on_slice({world_of(rank()), r.recv ? "recv" : "send", world_of(r.peer), r.bytes, r.start_us, rec_->now_us()});
     if (r.recv) rec_->on_recv_done(world_of(r.peer), world_of(rank()), r.k);
+    if (!r.staged.empty()) std::memcpy(r.to.data(), r.staged.data(), r.staged.size());
+    rec_->on_slice({world_of(rank()), r.recv ? "recv" : "send", world_of(r.peer), r.bytes, r.start_us, rec_->now_us(), 0});
   }
 
   // The parts of a hierarchical transport, traced alike.
@@ -339,78 +386,5 @@ class traced_transport {
   std::shared_ptr<void> kept_;  // what inner_ points to, where this view owns it
 };
 
-namespace detail {
-
-// RINGTREE_TRACE=FILE.json: every communicator of the process records its
-// sends, receives and reductions, and the file is rewritten whenever one
-// goes away, so it is complete once the last has. Communicators are told
-// apart by the order in which each rank made them (the same on every rank
-// of a world: collective code runs the same program), and in a Chrome
-// trace each is a process, each rank a thread. When each rank is its own
-// process (MPI, shared memory), rank r writes FILE.rank<r>.json.
-class trace_sink {
- public:
-  static trace_sink* from_env() {
-    static trace_sink* sink = [] {
-      const char* f = config::get("RINGTREE_TRACE");
-      return f == nullptr ? nullptr : new trace_sink(f);  // lives until exit
-    }();
-    return sink;
-  }
-
-  // The recorder rank `rank` of this process's `id`-th communicator records into.
-  std::shared_ptr<trace_recorder> open(int id, int rank, int size, bool in_process, const char* transport) {
-    std::lock_guard lk(m_);
-    if (file_.empty()) {
-      file_ = base_;
-      if (!in_process) {
-        const auto dot = base_.rfind(".json");
-        file_ = dot == std::string::npos ? base_ + ".rank" + std::to_string(rank)
-                                         : base_.substr(0, dot) + ".rank" + std::to_string(rank) + ".json";
-      }
-    }
-    auto& e = entries_[{id, size}];
-    if (!e.rec) {
-      e.rec = std::make_shared<trace_recorder>(size);
-      if (!in_process) e.rec->set_one_rank();
-      e.label = std::string("communicator ") + std::to_string(id) + " (" + transport + ", " + std::to_string(size) + " ranks)";
-    }
-    return e.rec;
-  }
-
-  void flush() {
-    std::lock_guard lk(m_);
-    std::ofstream out(file_);
-    out << "{\"traceEvents\": [\n";
-    bool first = true;
-    int pid = 0;
-    for (auto& [key, e] : entries_) e.rec->write_chrome_events(out, pid++, first, e.label);
-    out << "\n]}\n";
-  }
-
- private:
-  explicit trace_sink(std::string base) : base_(std::move(base)) {}
-  struct entry {
-    std::shared_ptr<trace_recorder> rec;
-    std::string label;
-  };
-  std::mutex m_;
-  std::string base_, file_;
-  std::map<std::pair<int, int>, entry> entries_;
-};
-
-// A communicator's handle on the sink: the file is rewritten when the last
-// copy goes away.
-struct trace_handle {
-  std::shared_ptr<trace_recorder> rec;
-  ~trace_handle() { trace_sink::from_env()->flush(); }
-};
-
-inline int next_communicator_id() noexcept {
-  thread_local int next = 0;
-  return next++;
-}
-
-}  // namespace detail
 
 }  // namespace ringtree
