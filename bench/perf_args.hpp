@@ -37,11 +37,14 @@ struct options {
 
 inline std::string usage() {
   const std::string algos = ringtree::detail::algorithm_names_list();  // the table's, so never out of date
+  std::string colls;
+  for (collective c : all_collectives)
+    if (c != collective::barrier) colls += (colls.empty() ? "" : ",") + std::string(to_string(c));
   return R"(usage: mpirun -np N ringtree-perf [options]
   -b, --minbytes SIZE     smallest size (default 8); SIZE takes K, M, G suffixes
   -e, --maxbytes SIZE     largest size (default 64M)
   -f, --stepfactor F      multiply the size by F each step (default 2)
-  -o, --collective LIST   allreduce,broadcast,scatter,reduce_scatter,allgather,reduce,gather
+  -o, --collective LIST   from )" + colls + R"( (default allreduce)
   -a, --algo LIST         comma-separated, from: )" + algos + R"(,
                           automatic, mpi, memcpy (default ring,tree,automatic,mpi,memcpy);
                           mpi is the MPI library's own collective; memcpy is one
@@ -72,6 +75,8 @@ inline std::string usage() {
   -h, --help              this text
 Sizes are bytes of the whole buffer, as in nccl-tests: for allgather,
 reduce_scatter, scatter and gather that is all ranks' blocks together.
+Example:
+  mpirun -np 2 ringtree-perf -b 8 -e 64M -a ring,tree,automatic,mpi --plot busbw.png
 )";
 }
 

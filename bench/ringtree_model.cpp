@@ -21,12 +21,34 @@ using namespace ringtree;
 
 namespace {
 
+std::string help() {
+  std::string collectives, algos;
+  for (collective c : all_collectives) {
+    collectives += (collectives.empty() ? "" : ", ") + std::string(to_string(c));
+    algos += "    " + std::string(to_string(c)) + ": " + detail::offered_names(c) + "\n";
+  }
+  return "usage: ringtree-model [--collective NAME] [--ranks N,N,...] [--sizes SIZE,SIZE,...]\n"
+         "                      [--alpha-us US] [--gbps G] [--gamma-ns NS] [--knee BYTES --above-us US]\n"
+         "                      [--per-host L --net-alpha-us US --net-gbps G]\n"
+         "The cost model's predicted time of every algorithm of a collective, one Markdown table per size\n"
+         "(the fastest in bold, and what automatic picks): alpha * steps + beta * bytes + gamma * reduced.\n"
+         "  --collective NAME  " + collectives + " (default allreduce); its algorithms:\n" + algos +
+         "                     (and hierarchical, with --per-host)\n"
+         "  --ranks LIST       rank counts (default 8,64,512,4096,65536)\n"
+         "  --sizes LIST       buffer sizes, with K, M, G (default 8,64K,1M,16M,256M)\n"
+         "  --alpha-us US      latency per step (default 3)\n"
+         "  --gbps G           bandwidth in Gb/s: beta = 8 / G ns per byte (default 100)\n"
+         "  --gamma-ns NS      reduction cost per byte (default 0.05)\n"
+         "  --knee BYTES, --above-us US   steps with messages above BYTES cost US more (default none)\n"
+         "  --per-host L       every rank count is hosts of L ranks; alpha, beta are within a host and\n"
+         "  --net-alpha-us US, --net-gbps G   these between hosts (default: as within)\n"
+         "  -h, --help         this text\n"
+         "Example:\n"
+         "  ringtree-model --collective allreduce --ranks 8,1024 --sizes 64K,256M --alpha-us 3 --gbps 100\n";
+}
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "ringtree-model: %s\nusage: ringtree-model [--alpha-us US] [--gbps G] [--gamma-ns NS] [--knee BYTES --above-us US]\n"
-               "                      [--collective NAME] [--ranks N,N,...] [--sizes SIZE,SIZE,...]\n"
-               "                      [--per-host L --net-alpha-us US --net-gbps G]\n",
-               why.c_str());
+  std::fprintf(stderr, "ringtree-model: %s\n(ringtree-model --help lists the choices)\n", why.c_str());
   std::exit(2);
 }
 
@@ -48,6 +70,7 @@ std::string human_time(double s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  perf::detail_::tool() = "ringtree-model";
   cost_model m;
   m.alpha = 3e-6;
   m.beta = 8.0 / 100e9;
@@ -59,7 +82,10 @@ int main(int argc, char** argv) {
   int per_host = 0;  // 0: every rank on one host
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
-    if (f == "-h" || f == "--help") usage("predicted times of every algorithm");
+    if (f == "-h" || f == "--help") {
+      std::printf("%s", help().c_str());
+      return 0;
+    }
     if (i + 1 >= argc) usage(f + " needs a value");
     const std::string v = argv[++i];
     try {
@@ -68,7 +94,7 @@ int main(int argc, char** argv) {
       else if (f == "--gamma-ns") m.gamma = number(f, v) * 1e-9;
       else if (f == "--knee") m.knee = number(f, v);
       else if (f == "--above-us") m.alpha_above = number(f, v) * 1e-6;
-      else if (f == "--collective") c = perf::parse_collective(v);
+      else if (f == "--collective") c = perf::parse_collective(v, f, true);
       else if (f == "--per-host") per_host = static_cast<int>(perf::detail_::parse_int(f, v, 1, 1 << 20));
       else if (f == "--net-alpha-us") m.alpha_net = number(f, v) * 1e-6;
       else if (f == "--net-gbps") m.beta_net = 8.0 / (number(f, v) * 1e9);
@@ -78,7 +104,7 @@ int main(int argc, char** argv) {
       } else if (f == "--sizes") sizes = perf::detail_::split(v);
       else usage("unknown flag '" + f + "'");
     } catch (const error& e) {
-      usage(e.what());
+      usage(perf::plain(e));
     }
   }
   std::printf("Predicted %s times: alpha %.3g us per step, beta %.3g ns/B (%.0f Gb/s), gamma %.3g ns/B reduced",
@@ -102,7 +128,7 @@ int main(int argc, char** argv) {
     try {
       bytes = perf::parse_size("--sizes", size);
     } catch (const error& e) {
-      usage(e.what());
+      usage(perf::plain(e));
     }
     std::printf(per_host > 0 ? "\n%s bytes:\n\n| hosts x ranks |" : "\n%s bytes:\n\n| ranks |", size.c_str());
     for (auto a : offer) std::printf(" %s |", std::string(to_string(a)).c_str());

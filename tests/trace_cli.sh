@@ -26,7 +26,33 @@ grep -q "\[0..3\]>1" <<<"$out" || fail "rank 0 does not send its whole buffer to
 
 "$env_check" || fail "RINGTREE_TRACE on threads"
 
+# Help that teaches, errors that name the tool and list what is valid.
+model=$(dirname "$tool")/ringtree-model
+for t in "$tool" "$model"; do
+  out=$("$t" --help) || fail "$(basename "$t") --help exited $?"
+  for want in "usage:" "allreduce" "rabenseifner" "recursive_doubling" "default" "Example"; do
+    grep -q -- "$want" <<<"$out" || fail "$(basename "$t") --help does not say '$want'"
+  done
+done
+out=$("$tool" --algo ringg 2>&1) && fail "an unknown --algo was accepted"
+grep -q "^ringtree-trace: --algo: unknown algorithm 'ringg' (one of: ring, tree" <<<"$out" || fail "unknown --algo: unclear error: $out"
+out=$("$tool" --collective allreduce --algo scatter_allgather 2>&1) && fail "an algorithm of another collective was accepted"
+grep -q "ringtree-trace: .*available: ring, tree, recursive_doubling" <<<"$out" || fail "another collective's algorithm: unclear error: $out"
+out=$("$model" --collective allreducee 2>&1) && fail "ringtree-model took an unknown collective"
+grep -q "^ringtree-model: --collective: unknown collective 'allreducee' (one of: allreduce," <<<"$out" || fail "ringtree-model: unclear error: $out"
+! grep -q "ringtree-perf" <<<"$out" || fail "ringtree-model's error names ringtree-perf"
+
+# The page: one self-contained file.
+"$tool" --collective broadcast --algo binomial --ranks 5 --count 4 --root 2 --html "$tmp/b.html" >/dev/null || fail "--html failed"
+grep -q '<script id="stories" type="application/json">' "$tmp/b.html" || fail "--html wrote no story"
+! grep -Eq 'src=|href=|<link' "$tmp/b.html" || fail "the page fetches something"
+"$env_check" --html || fail "RINGTREE_TRACE=FILE.html on threads"
+
 if [ -n "$hello" ]; then
+  RINGTREE_TRACE="$tmp/mpi.html" mpirun --oversubscribe -np 2 "$hello" >/dev/null || fail "hello_allreduce with RINGTREE_TRACE=.html failed"
+  for r in 0 1; do
+    grep -q '"collective": "every call"' "$tmp/mpi.rank$r.html" || fail "RINGTREE_TRACE=.html under MPI: no page for rank $r"
+  done
   RINGTREE_TRACE="$tmp/mpi.json" mpirun --oversubscribe -np 2 "$hello" >/dev/null || fail "hello_allreduce with RINGTREE_TRACE failed"
   "$env_check" --check "$tmp/mpi.rank0.json" "$tmp/mpi.rank1.json" || fail "RINGTREE_TRACE under MPI: no valid per-rank files"
 fi

@@ -55,6 +55,40 @@ int main(int argc, char** argv) {
     if (sends != recvs) return fail("the files have " + std::to_string(sends) + " sends but " + std::to_string(recvs) + " receives");
     return argc > 2 ? 0 : fail("--check needs files");
   }
+  if (argc > 1 && std::string(argv[1]) == "--html") {  // RINGTREE_TRACE=FILE.html: the page, one story per communicator
+    char hdir[] = "/tmp/ringtree-trace-XXXXXX";
+    if (::mkdtemp(hdir) == nullptr) return fail("mkdtemp");
+    const std::string page = std::string(hdir) + "/trace.html";
+    ::setenv("RINGTREE_TRACE", page.c_str(), 1);
+    trace_recorder mine(4);
+    local_world(4).run([&](local_transport& t) {
+      traced_transport<local_transport> tt(t, mine);
+      communicator_options o;
+      o.model = cost_model{};
+      communicator comm(tt, o);
+      std::vector<float> v(100, 1.0f);
+      comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);
+      comm.broadcast(std::span<float>(v), 3, algorithm::binomial);
+    });
+    const std::string text = slurp(page);
+    const std::string open = "<script id=\"stories\" type=\"application/json\">";
+    const auto a = text.find(open), b = text.find("</script>", a);
+    if (a == std::string::npos || b == std::string::npos) return fail(page + ": no stories in the page");
+    const std::string json = text.substr(a + open.size(), b - a - open.size());
+    rt_test::json_reader r(json);
+    try {
+      r.parse();
+    } catch (const std::exception& e) {
+      return fail(page + ": the stories are not JSON: " + e.what());
+    }
+    std::size_t messages = 0;
+    for (auto at = json.find("\"from\": "); at != std::string::npos; at = json.find("\"from\": ", at + 1)) ++messages;
+    std::printf("%s: %zu messages in its story; the program's own recorder saw %zu\n", page.c_str(), messages, mine.messages());
+    if (messages != mine.messages()) return fail("RINGTREE_TRACE=FILE.html does not show every message once");
+    std::remove(page.c_str());
+    ::rmdir(hdir);
+    return 0;
+  }
   char dir[] = "/tmp/ringtree-trace-XXXXXX";
   if (::mkdtemp(dir) == nullptr) return fail("mkdtemp");
   const std::string file = std::string(dir) + "/trace.json";

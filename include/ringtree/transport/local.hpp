@@ -158,7 +158,9 @@ class local_world {
     std::vector<int> all(size_);
     for (int r = 0; r < size_; ++r) all[r] = r;
     contexts_.clear();
-    contexts_.push_back(std::make_shared<detail::local_context>(all));
+    // Taken now: a rank's split may grow contexts_ while others still start.
+    auto world_ctx = std::make_shared<detail::local_context>(all);
+    contexts_.push_back(world_ctx);
     state_ = std::vector<std::atomic<int>>(size_);
     failed_ = -1;
     std::exception_ptr first;
@@ -167,7 +169,7 @@ class local_world {
     threads.reserve(size_);
     for (int r = 0; r < size_; ++r) {
       threads.emplace_back([&, r] {
-        local_transport t(*this, contexts_.front(), r);
+        local_transport t(*this, world_ctx, r);
         try {
           per_rank(t);
           leave(r, running_done);
