@@ -33,6 +33,18 @@ int fail(const std::string& why) {
   std::fprintf(stderr, "FAIL: %s\n", why.c_str());
   return 1;
 }
+// `calls(comm)` on `ranks` threads, each communicator traced into `mine`
+// as well (and into RINGTREE_TRACE's file, which the communicator opens).
+template <class F>
+void traced_run(int ranks, trace_recorder& mine, F calls) {
+  local_world(ranks).run([&](local_transport& t) {
+    traced_transport<local_transport> tt(t, mine);
+    communicator_options o;
+    o.model = cost_model{};
+    communicator comm(tt, o);
+    calls(comm);
+  });
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,11 +73,7 @@ int main(int argc, char** argv) {
     const std::string page = std::string(hdir) + "/trace.html";
     ::setenv("RINGTREE_TRACE", page.c_str(), 1);
     trace_recorder mine(4);
-    local_world(4).run([&](local_transport& t) {
-      traced_transport<local_transport> tt(t, mine);
-      communicator_options o;
-      o.model = cost_model{};
-      communicator comm(tt, o);
+    traced_run(4, mine, [](auto& comm) {
       std::vector<float> v(100, 1.0f);
       comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);
       comm.broadcast(std::span<float>(v), 3, algorithm::binomial);
@@ -94,11 +102,7 @@ int main(int argc, char** argv) {
   const std::string file = std::string(dir) + "/trace.json";
   ::setenv("RINGTREE_TRACE", file.c_str(), 1);
   trace_recorder mine(3);
-  local_world(3).run([&](local_transport& t) {
-    traced_transport<local_transport> tt(t, mine);
-    communicator_options o;
-    o.model = cost_model{};
-    communicator comm(tt, o);
+  traced_run(3, mine, [](auto& comm) {
     std::vector<float> v(1000, 1.0f);
     comm.allreduce(std::span<float>(v), op::sum, algorithm::ring);
     comm.broadcast(std::span<float>(v), 1, algorithm::tree);
@@ -117,11 +121,7 @@ int main(int argc, char** argv) {
     if (t.rank() == 0) picked = comm.choose(collective::allreduce, w.size() * sizeof(float));
   });
   trace_recorder once(3);
-  local_world(3).run([&](local_transport& t) {
-    traced_transport<local_transport> tt(t, once);
-    communicator_options o;
-    o.model = cost_model{};
-    communicator comm(tt, o);
+  traced_run(3, once, [&](auto& comm) {
     std::vector<float> x(w.size(), 1.0f);
     comm.allreduce(std::span<float>(x), op::sum, picked);
   });
