@@ -42,6 +42,7 @@ std::string help() {
          "  --knee BYTES, --above-us US   steps with messages above BYTES cost US more (default none)\n"
          "  --per-host L       every rank count is hosts of L ranks; alpha, beta are within a host and\n"
          "  --net-alpha-us US, --net-gbps G   these between hosts (default: as within)\n"
+         "  --algorithm-names  print every algorithm's name (what RINGTREE_ALGO takes), then exit\n"
          "  -h, --help         this text\n"
          "Example:\n"
          "  ringtree-model --collective allreduce --ranks 8,1024 --sizes 64K,256M --alpha-us 3 --gbps 100\n";
@@ -84,6 +85,11 @@ int main(int argc, char** argv) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") {
       std::printf("%s", help().c_str());
+      return 0;
+    }
+    if (f == "--algorithm-names") {  // (docs/errors.md's list is this line)
+      std::printf("The algorithm names (`RINGTREE_ALGO`, `ringtree-perf -a`, `ringtree-trace --algo`): %s.\n",
+                  detail::algorithm_names_list().c_str());
       return 0;
     }
     if (i + 1 >= argc) usage(f + " needs a value");

@@ -8,15 +8,17 @@
 #       own renderer (ringtree-trace --print-renderer) under Node.js
 #   <!-- page: pages/NAME.html = ringtree-trace ARGS -->
 #       the interactive page itself (ringtree-trace --html)
-# Usage: docs/figures.sh BUILD_DIR [FILE]   rewrites FILE (docs/algorithms.md) and its figures and pages
+# docs/errors.md's generated lists (the algorithm names) come the same way.
+# Usage: docs/figures.sh BUILD_DIR [FILE]   rewrites FILE (default: docs/algorithms.md and docs/errors.md)
+#                                            and its figures and pages
 #        docs/figures.sh BUILD_DIR --check  fails if any of them is not up to date
 set -eu
 build=${1:?build dir}
 docs=$(cd "$(dirname "$0")" && pwd)
-doc=$docs/algorithms.md
 check=0
 [ "${2:-}" = --check ] && check=1
-[ -n "${2:-}" ] && [ "$2" != --check ] && doc=$2
+files=("$docs/algorithms.md" "$docs/errors.md")
+[ -n "${2:-}" ] && [ "$2" != --check ] && files=("$2")
 out=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$out" "$work"' EXIT
@@ -30,6 +32,8 @@ made() {
   fi
 }
 renderer=""
+for doc in "${files[@]}"; do
+: >"$out"
 skipping=0
 while IFS= read -r line; do
   if [[ $line =~ ^'<!-- figure: '([^ ]+)' = ringtree-trace '(.*)' -->'$ ]]; then
@@ -63,8 +67,11 @@ while IFS= read -r line; do
 done <"$doc"
 if [ $check = 1 ]; then
   diff -u "$doc" "$out" || stale=1
-  [ $stale = 0 ] || { echo "docs/algorithms.md or its figures are out of date: run docs/figures.sh $build"; exit 1; }
-  echo "docs/algorithms.md figures: up to date"
 else
   cp "$out" "$doc"
+fi
+done
+if [ $check = 1 ]; then
+  [ $stale = 0 ] || { echo "docs/algorithms.md, docs/errors.md or the figures are out of date: run docs/figures.sh $build"; exit 1; }
+  echo "docs/algorithms.md and docs/errors.md: generated parts up to date"
 fi

@@ -28,6 +28,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "backend.hpp"
@@ -59,6 +60,38 @@ std::string get_string(c10d::Store& store, const std::string& key) {
 }
 void set_string(c10d::Store& store, const std::string& key, const std::string& value) {
   store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+// One process per rank of a group. A process that reaches another job's
+// store (two jobs given one MASTER_ADDR:MASTER_PORT, whose second rank 0
+// could not bind) would otherwise read its segment names and secret and
+// pair with its ranks: wrong numbers on both sides. So every rank claims
+// its number first (an atomic add); a second claim is refused. Where the
+// group had already formed, the second claimer is the stranger and only
+// it raises; else no one can tell which of the two is, so the claim marks
+// the group and every rank raises when it forms (formed(), below).
+void claim_rank(c10d::Store& store, int rank, int size) {
+  if (store.add("ringtree/claim/" + std::to_string(rank), 1) == 1) return;
+  const bool complete = store.add("ringtree/formed", 0) >= size;
+  const std::string why = "rank " + std::to_string(rank) + " of this group is claimed by two processes (pid " +
+                          std::to_string(getpid()) + " came second): two jobs share one store (MASTER_ADDR:MASTER_PORT), "
+                          "or a rank number was given twice";
+  if (!complete) set_string(store, "ringtree/conflict", why);
+  fail("init_process_group", rank, why + (complete ? "; the group had formed without this process, which is refused"
+                                                   : "; every rank of the group raises"));
+}
+// Every rank's transports are up: the group has formed, unless a rank was
+// claimed twice meanwhile (all ranks look once every rank is here).
+void formed(c10d::Store& store, int rank, int size, double seconds) {
+  store.add("ringtree/formed", 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (store.add("ringtree/formed", 0) < size) {
+    if (std::chrono::steady_clock::now() > deadline)
+      fail("init_process_group", rank, "the other ranks did not finish setting up the group within its timeout");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (store.check({"ringtree/conflict"}))
+    fail("init_process_group", rank, get_string(store, "ringtree/conflict") + ": refused on every rank of the group");
 }
 
 #ifdef RINGTREE_TORCH_MPI
@@ -157,6 +190,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   if (want != "" && want != "shm" && want != "mpi" && want != "cluster")
     fail(call, rank, "RINGTREE_TORCH_TRANSPORT is '" + want + "'; it must be shm, cluster, mpi or unset");
   const double seconds = std::chrono::duration<double>(timeout).count();
+  claim_rank(*store, rank, size);
   // Which hosts the ranks run on.
   set_string(*store, "ringtree/host/" + std::to_string(rank), host_identity());
   bool one_host = true;
@@ -181,8 +215,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
     auto coll = std::make_unique<ringtree::shm_transport>(coll_name, rank, size, opt);
     auto p2p = std::make_unique<ringtree::shm_transport>(p2p_name, rank, size, opt);
     using C = comm_over<ringtree::shm_transport>;
-    return c10::make_intrusive<process_group>(rank, size,
-                                              std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p)), "shm"));
+    auto g = std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p)), "shm");
+    formed(*store, rank, size, seconds);
+    return c10::make_intrusive<process_group>(rank, size, std::move(g));
   }
 #ifdef RINGTREE_TORCH_MPI
   if (!under_mpirun)
@@ -219,7 +254,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   MPI_Comm_free(&p2p_comm);
   const std::string how = want == "mpi" ? "mpi" : coll->one_host() ? "cluster (one host: shared memory)"
                                                                     : "cluster (" + coll->layout().describe() + " hosts)";
-  return c10::make_intrusive<process_group>(rank, size, std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), how));
+  auto g = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), how);
+  formed(*store, rank, size, seconds);
+  return c10::make_intrusive<process_group>(rank, size, std::move(g));
 #else
   (void)under_mpirun;
   fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=mpi, but ringtree_torch was built without MPI"

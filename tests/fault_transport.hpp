@@ -41,6 +41,7 @@ class faulty_transport {
     return inner_->irecv(peer, data);
   }
   void wait(request& r) { inner_->wait(r); }
+  bool test(request& r) { return ringtree::detail::test(*inner_, r); }
 
  private:
   void trigger() {

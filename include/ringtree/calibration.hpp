@@ -90,17 +90,31 @@ inline cost_model parse_model(std::istream& in, const std::string& path, int ran
   return m;
 }
 
-// A small text file's contents, if it exists; `what` names it in errors.
-// Only a regular file of at most max_model_file_bytes is read (a FIFO
-// would block, a device like /dev/zero never ends), opened without
-// blocking.
+// A cache that cannot be used is no error: tuning goes on in memory. One
+// warning per directory and process says where and why (the errno), so
+// that a HOME without a usable ~/.cache costs measurements, not the run.
+inline void cache_unusable(const std::string& path, const char* doing, int err) {
+  static std::mutex m;
+  static std::vector<std::string> warned;
+  const std::string dir = path.substr(0, path.find_last_of('/'));
+  std::lock_guard lk(m);
+  if (std::find(warned.begin(), warned.end(), dir) != warned.end()) return;
+  warned.push_back(dir);
+  std::fprintf(stderr, "ringtree: warning: cannot %s %s: %s; measurements stay in memory (set RINGTREE_CACHE_DIR to a "
+                       "writable directory to keep them)\n", doing, path.c_str(), std::strerror(err));
+}
+
+// A small text file's contents, if it exists and can be opened (else a
+// warning, above); `what` names it in errors. Only a regular file of at
+// most max_model_file_bytes is read (a FIFO would block, a device like
+// /dev/zero never ends), opened without blocking.
 inline constexpr std::size_t max_model_file_bytes = 64 * 1024;
 // Errors are raised as `call`'s, naming the file a `what` ("model") file.
 inline std::optional<std::string> read_text_file(const std::string& path, const char* call, const char* what, int rank) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
-    throw error(call, rank, cat(path, ": cannot open: ", std::strerror(errno)));
+    if (errno != ENOENT) cache_unusable(path, "read", errno);
+    return std::nullopt;
   }
   std::string text;
   struct stat st {};
@@ -135,22 +149,29 @@ inline std::optional<cost_model> read_model(const std::string& path, int rank) {
 
 // Best effort: written to a temporary file, then renamed over the old one,
 // so readers never see half a file. A cache that cannot be written costs a
-// measurement next time.
+// measurement next time (and a warning, once).
 inline void write_text_file(const std::string& path, const std::string& text) {
   for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
     ::mkdir(path.substr(0, slash).c_str(), 0755);  // the directories above it (EEXIST is fine)
   const std::string tmp = cat(path, ".", ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
+  if (fd < 0) return cache_unusable(path, "write", errno);
   std::size_t done = 0;
+  int err = 0;
   while (done < text.size()) {
     const ssize_t k = ::write(fd, text.data() + done, text.size() - done);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
+    if (k <= 0) {
+      err = k < 0 ? errno : ENOSPC;
+      break;
+    }
     done += static_cast<std::size_t>(k);
   }
   ::close(fd);
-  if (done != text.size() || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+  if (done == text.size() && ::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (err == 0) err = errno;
+  ::unlink(tmp.c_str());
+  cache_unusable(path, "write", err);
 }
 
 // "2026-11-30 14:00:00 on host": when and where a measurement was made.

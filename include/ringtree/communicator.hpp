@@ -16,6 +16,7 @@
 // that has a choice to make. RINGTREE_TRACE=FILE.json records every call's
 // messages and reductions as a Chrome trace (transport/traced.hpp).
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,8 @@
 
 #include <ringtree/algorithms/table.hpp>
 #include <ringtree/calibration.hpp>
+#include <ringtree/communicator/agreement.hpp>
+#include <ringtree/communicator/claim.hpp>
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
@@ -152,7 +155,7 @@ class communicator {
   algorithm choose(collective c, std::size_t bytes, bool symmetric = false) {
     quiesce();
     if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // what is offered depends on it
-    auto by = [&]<collective C>() { return symmetric ? pick_direct<C>(bytes) : pick<C>(bytes); };
+    auto by = [&]<collective C>() { return *(symmetric ? pick_direct<C>(bytes, true) : pick<C>(bytes, true)); };
     switch (c) {  // every collective, no default
       case collective::allreduce: return by.template operator()<collective::allreduce>();
       case collective::broadcast: return by.template operator()<collective::broadcast>();
@@ -250,15 +253,18 @@ class communicator {
   // Messages between two ranks arrive in the order they were sent, in line
   // with the collectives (a split gives a stream of its own). The tag and
   // the element count must match the receiver's, else both raise.
+  // With asynchronous calls pending, a blocking one queues behind them and
+  // is posted at once (not after them), so that "recv_async, then send"
+  // on both ranks completes, as in MPI.
   template <buffer_range R>
   void send(R&& data, int peer, int tag = 0) {
-    quiesce();
-    post_send(const_view(data), peer, tag)();
+    if (engine_.e) return send_async(const_view(data), peer, tag).wait();
+    post_send(const_view(data), peer, tag)->complete();
   }
   template <writable_range R>
   void recv(R&& data, int peer, int tag = 0) {
-    quiesce();
-    post_recv(view(data), peer, tag)();
+    if (engine_.e) return recv_async(view(data), peer, tag).wait();
+    post_recv(view(data), peer, tag)->complete();
   }
 
   // Asynchronous forms: each returns a ringtree::work at once; the call
@@ -313,16 +319,18 @@ class communicator {
   work barrier_async() {
     return submit([this] { barrier(); });
   }
-  // Point to point starts when something waits on it or a collective is
-  // queued behind it, all queued sends and receives together (work.hpp).
+  // Point to point is posted once the calls made before it have started,
+  // then completes in the background while later calls run (work.hpp).
   // `on_done` as for submit.
   template <buffer_range R> requires lasting_range<R>
   work send_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
-    return defer([this, d = const_view(data), peer, tag] { return post_send(d, peer, tag); }, false, std::move(on_done));
+    return engine().submit_p2p([this, d = const_view(data), peer, tag] { return polled(post_send(d, peer, tag)); },
+                               std::move(on_done));
   }
   template <writable_range R> requires lasting_range<R>
   work recv_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
-    return defer([this, d = view(data), peer, tag] { return post_recv(d, peer, tag); }, true, std::move(on_done));
+    return engine().submit_p2p([this, d = view(data), peer, tag] { return polled(post_recv(d, peer, tag)); },
+                               std::move(on_done));
   }
   // Runs f() on the progress thread, in order with the asynchronous calls,
   // with this communicator to itself: for work made of several calls (a
@@ -331,12 +339,6 @@ class communicator {
   // returns. f must not wait on later calls of this communicator.
   work submit(std::function<void()> f, std::function<void(std::exception_ptr)> on_done = {}) {
     return engine().submit(std::move(f), std::move(on_done));
-  }
-  // A point-to-point call in two steps: post() posts and returns what
-  // completes it; `receives`: it receives (completed before sends).
-  work defer(std::function<std::function<void()>()> post, bool receives,
-             std::function<void(std::exception_ptr)> on_done = {}) {
-    return engine().submit_deferred(std::move(post), receives, std::move(on_done));
   }
   // Waits until every asynchronous call made so far has run.
   void quiesce() {
@@ -436,47 +438,63 @@ class communicator {
                      std::span<const std::size_t> recvs, algorithm a);
 
   // A point-to-point message: a header (tag, element type, count), then
-  // the data. post_* posts both and returns what completes them, so that
-  // sends and receives queued together are all posted before any waits.
+  // the data. post_* posts both; the receiver checks the header before it
+  // takes the data, so a mismatched pair raises on both ranks.
   struct p2p_header {
     std::int64_t tag;
     std::uint64_t type;
     std::uint64_t count;
   };
-  // (requests are move-only, std::function copies: they live behind a shared_ptr)
-  template <element E>
-  std::function<void()> post_send(std::span<const E> data, int peer, int tag) {
-    check_peer("send", peer);
-    auto m = std::make_shared<p2p_posted>(lane(), p2p_header{tag, std::uint64_t(dtype_of<E>), data.size()});
-    m->head = m->l.isend(peer, std::as_bytes(std::span<const p2p_header>(&m->h, 1)));
-    m->body = m->l.isend(peer, std::as_bytes(data));
-    return [m] {
-      m->l.wait(m->head);
-      m->l.wait(m->body);
-    };
-  }
-  template <element E>
-  std::function<void()> post_recv(std::span<E> data, int peer, int tag) {
-    check_peer("recv", peer);
-    auto m = std::make_shared<p2p_posted>(lane(), p2p_header{});
-    m->head = m->l.irecv(peer, std::as_writable_bytes(std::span<p2p_header>(&m->h, 1)));
-    m->body = m->l.irecv(peer, std::as_writable_bytes(data));
-    return [this, m, tag, peer, count = data.size()] {
-      m->l.wait(m->head);
-      const p2p_header& h = m->h;
-      if (h.tag != tag || h.type != std::uint64_t(dtype_of<E>) || h.count != count)
-        throw error("recv", rank(), detail::cat("rank ", peer, " sent ", h.count, " elements of ", to_string(dtype(h.type)),
-                                                " with tag ", h.tag, ", but this rank receives ", count, " elements of ",
-                                                to_string(dtype_of<E>), " with tag ", tag));
-      m->l.wait(m->body);
-    };
-  }
+  // A posted message: poll() moves it along and says whether it is done
+  // (the engine's), complete() waits for it (a blocking call's).
   struct p2p_posted {
     p2p_posted(traced_transport<Transport> lane, p2p_header header) : l(std::move(lane)), h(header) {}
     traced_transport<Transport> l;
     p2p_header h;
     typename traced_transport<Transport>::request head, body;
+    std::function<void()> check_header;  // a receive's, once the header is in
+    bool head_done = false;
+    bool poll() {
+      if (!head_done) {
+        if (!detail::test(l, head)) return false;
+        head_done = true;
+        if (check_header) check_header();
+      }
+      return detail::test(l, body);
+    }
+    void complete() {
+      l.wait(head);
+      head_done = true;
+      if (check_header) check_header();
+      l.wait(body);
+    }
   };
+  // (requests are move-only, std::function copies: they live behind a shared_ptr)
+  static std::function<bool()> polled(std::shared_ptr<p2p_posted> m) {
+    return [m] { return m->poll(); };
+  }
+  template <element E>
+  std::shared_ptr<p2p_posted> post_send(std::span<const E> data, int peer, int tag) {
+    check_peer("send", peer);
+    auto m = std::make_shared<p2p_posted>(lane(), p2p_header{tag, std::uint64_t(dtype_of<E>), data.size()});
+    m->head = m->l.isend(peer, std::as_bytes(std::span<const p2p_header>(&m->h, 1)));
+    m->body = m->l.isend(peer, std::as_bytes(data));
+    return m;
+  }
+  template <element E>
+  std::shared_ptr<p2p_posted> post_recv(std::span<E> data, int peer, int tag) {
+    check_peer("recv", peer);
+    auto m = std::make_shared<p2p_posted>(lane(), p2p_header{});
+    m->head = m->l.irecv(peer, std::as_writable_bytes(std::span<p2p_header>(&m->h, 1)));
+    m->body = m->l.irecv(peer, std::as_writable_bytes(data));
+    m->check_header = [this, h = &m->h, tag, peer, count = data.size()] {
+      if (h->tag != tag || h->type != std::uint64_t(dtype_of<E>) || h->count != count)
+        throw error("recv", rank(), detail::cat("rank ", peer, " sent ", h->count, " elements of ", to_string(dtype(h->type)),
+                                                " with tag ", h->tag, ", but this rank receives ", count, " elements of ",
+                                                to_string(dtype_of<E>), " with tag ", tag));
+    };
+    return m;
+  }
   void check_peer(const char* call, int peer) const {
     if (peer < 0 || peer >= size() || peer == rank())
       throw error(call, rank(), detail::cat("peer ", peer, " is not another rank of ", size()));
@@ -508,6 +526,10 @@ class communicator {
     std::size_t at_bytes = 0;                           // and its length
     std::optional<detail::symmetric_heap::found> in_at{};  // an out-of-place all-reduce's symmetric input
     std::span<const std::byte> private_in{};  // or its private input, where the algorithm streams (not copied first)
+    // All-to-all: the elements this rank sends and receives per rank, and
+    // digests of them that add up alike over all ranks when every pair agrees.
+    std::span<const std::size_t> sends{}, recvs{};
+    std::uint64_t pairs_sent = 0, pairs_expected = 0;
     template <class... A>
     void require(bool ok, const A&... why) {
       if (!ok && problem.empty()) problem = detail::cat(why...);
@@ -533,24 +555,31 @@ class communicator {
   };
   // What checked mode compares, field by field: one table, so that the
   // words sent and the words explained cannot drift apart. The argument
-  // check comes last.
-  struct field {
-    const char* name;
-    std::uint64_t (*word)(const call&);
-    std::string (*show)(std::uint64_t);
+  // check comes last; then, beyond the fields, an all-to-all's pairs.
+  static std::string show_algorithm(std::uint64_t v) {
+    if (v < requested_bit) return std::string(to_string(algorithm(v)));
+    const auto a = algorithm(v - requested_bit);
+    return a == algorithm::automatic ? std::string("automatic (not chosen yet)") : detail::cat(to_string(a), " (as asked)");
+  }
+  static constexpr std::uint64_t requested_bit = 0x100;  // a row not resolved before the comparison
+  static constexpr std::size_t algorithm_field = 5, argument_field = 7;
+  static constexpr detail::stated_field fields[] = {
+      {"call", [](std::uint64_t v) { return std::string(to_string(collective(v))); }},
+      {"count", detail::show_number},
+      {"element type", [](std::uint64_t v) { return std::string(to_string(dtype(v))); }},
+      {"op", [](std::uint64_t v) { return std::string(to_string(op(v))); }},
+      {"root", [](std::uint64_t v) { return std::to_string(std::int64_t(v)); }},
+      {"algorithm", show_algorithm},
+      {"symmetric buffer", [](std::uint64_t v) { return v == 0 ? std::string("none (private memory)") : detail::cat("number ", v); }},
+      {"argument check", detail::show_number},
   };
-  static std::string number(std::uint64_t v) { return std::to_string(v); }
-  static constexpr field fields[] = {
-      {"call", [](const call& c) { return std::uint64_t(c.what); }, [](std::uint64_t v) { return std::string(to_string(collective(v))); }},
-      {"count", [](const call& c) { return std::uint64_t(c.count); }, number},
-      {"element type", [](const call& c) { return std::uint64_t(c.type); }, [](std::uint64_t v) { return std::string(to_string(dtype(v))); }},
-      {"op", [](const call& c) { return std::uint64_t(c.o); }, [](std::uint64_t v) { return std::string(to_string(op(v))); }},
-      {"root", [](const call& c) { return std::uint64_t(std::int64_t(c.root)); }, [](std::uint64_t v) { return std::to_string(std::int64_t(v)); }},
-      {"algorithm", [](const call& c) { return std::uint64_t(c.algo); }, [](std::uint64_t v) { return std::string(to_string(algorithm(v))); }},
-      {"symmetric buffer", [](const call& c) { return c.at ? c.at->region->id : std::uint64_t{0}; },
-       [](std::uint64_t v) { return v == 0 ? std::string("none (private memory)") : detail::cat("number ", v); }},
-      {"argument check", [](const call& c) { return std::uint64_t(c.problem.empty() ? 0 : 1); }, number},
-  };
+  // c's words, in the order of `fields`, then its pairs (all-to-all).
+  static std::vector<std::uint64_t> words_of(const call& c, std::optional<algorithm> row) {
+    return {std::uint64_t(c.what), std::uint64_t(c.count), std::uint64_t(c.type), std::uint64_t(c.o),
+            std::uint64_t(std::int64_t(c.root)), row ? std::uint64_t(*row) : requested_bit | std::uint64_t(c.algo),
+            c.at ? c.at->region->id : std::uint64_t{0}, std::uint64_t(c.problem.empty() ? 0 : 1), c.pairs_sent,
+            c.pairs_expected};
+  }
 
   // The transport the algorithms run on: traced when RINGTREE_TRACE is set,
   // with scratch from this communicator's pool. Measurements (tuning,
@@ -591,21 +620,52 @@ class communicator {
     return c;
   }
 
-  // Raise on bad arguments; in checked mode, first agree across ranks.
-  // Then resolve automatic (which may measure: all ranks are here).
+  // Raise on bad arguments; in checked mode, first agree across ranks on
+  // the call and the row that will run. Then resolve automatic (which may
+  // measure: all ranks are here).
   template <collective C>
   void finish(call& c) {
-    if (opt_.checked && size() > 1) compare(c, std::string(to_string(C)));
+    std::optional<algorithm> settled;  // the row, where finding it needs no messages
+    if (opt_.checked && size() > 1) {
+      if (c.problem.empty()) settled = resolve<C>(c, false);
+      compare(c, std::string(to_string(C)), settled);
+    }
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
-    if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // stages small calls
-    if (c.algo == algorithm::automatic) c.algo = c.at ? pick_direct<C>(c.bytes) : pick<C>(c.bytes);
-    if (!c.at) c.algo = plain<C>(c);  // an empty call, above
+    const algorithm requested = c.algo;
+    c.algo = *resolve<C>(c, true);
+    // The ranks agreed on `requested` only: the row that resolving it
+    // needed messages for (a measurement, the model or tuning table
+    // loaded) is compared too, once per such call.
+    if (opt_.checked && size() > 1 && !settled) {
+      call resolved = c;
+      resolved.algo = requested;
+      compare(resolved, std::string(to_string(C)), c.algo);
+    }
   }
-  // c's algorithm where it runs on private memory (private scratch, an
+  // The row call c runs: its algorithm where offered there, else what
+  // automatic picks. Nothing when finding it needs messages and `talk` is
+  // false: the first call that maps the control memory, loads the cost
+  // model or the tuning table, or measures a size bin.
+  template <collective C>
+  std::optional<algorithm> resolve(const call& c, bool talk) {
+    if (size() > 1 && detail::maps_in_calls(*t_) && !heap_tried_) {  // stages small calls
+      if (!talk) return std::nullopt;
+      open_heap();
+    }
+    std::optional<algorithm> a = c.algo;
+    if (*a == algorithm::automatic) a = c.at ? pick_direct<C>(c.bytes, talk) : pick<C>(c.bytes, talk);
+    if (a && !c.at) a = plain<C>(c.bytes, *a, talk);  // an empty call, above
+    return a;
+  }
+  // Algorithm a where it runs on private memory (private scratch, an
   // empty call): a row not offered there gives way to the usual choice.
   template <collective C>
+  std::optional<algorithm> plain(std::size_t bytes, algorithm a, bool talk) {
+    return detail::offers(C, a, placed(bytes, false)) ? a : pick<C>(bytes, talk);
+  }
+  template <collective C>
   algorithm plain(const call& c) {
-    return detail::offers(C, c.algo, placed(c.bytes, false)) ? c.algo : pick<C>(c.bytes);
+    return *plain<C>(c.bytes, c.algo, true);
   }
   // placed()'s staging rule
   // (MPI ranks on several hosts map nothing: known from the first call on)
@@ -626,7 +686,7 @@ class communicator {
   // are small (bench/RESULTS.md, "Symmetric buffers").
   static constexpr std::size_t one_shot_direct_bytes = std::size_t{512} << 10;  // read from all peers together
   template <collective C>
-  algorithm pick_direct(std::size_t bytes) {
+  std::optional<algorithm> pick_direct(std::size_t bytes, bool talk) {
     const placement at = placed(bytes, true);
     if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
     if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
@@ -635,21 +695,21 @@ class communicator {
     } else {  // (else: nvcc warns of an unreachable loop)
       for (const auto& r : detail::rows)
         if (r.what == C && r.direct && r.offered(at)) return r.id;
-      return pick<C>(bytes);  // no direct row: the usual choice
+      return pick<C>(bytes, talk);  // no direct row: the usual choice
     }
   }
 
-  // What automatic runs for C on `bytes` (see choose).
+  // What automatic runs for C on `bytes` (see choose), as resolve says.
   template <collective C>
-  algorithm pick(std::size_t bytes) {
+  std::optional<algorithm> pick(std::size_t bytes, bool talk) {
     auto& memo = last_pick_[static_cast<std::size_t>(C)];  // calls repeat their sizes: answer those at once
     if (memo.first == bytes && memo.second != algorithm::automatic) return memo.second;
-    const algorithm a = pick_anew<C>(bytes);
-    memo = {bytes, a};
+    const auto a = pick_anew<C>(bytes, talk);
+    if (a) memo = {bytes, *a};
     return a;
   }
   template <collective C>
-  algorithm pick_anew(std::size_t bytes) {
+  std::optional<algorithm> pick_anew(std::size_t bytes, bool talk) {
     const placement at = placed(bytes, false);
     if (opt_.algo && detail::offers(C, *opt_.algo, at)) return *opt_.algo;
     if (env_algo_ && detail::offers(C, *env_algo_, at)) return *env_algo_;
@@ -658,34 +718,51 @@ class communicator {
     for (const auto& r : detail::rows)
       if (r.what == C && r.offered(at) && offered++ == 0) first = r.id;
     if (offered <= 1 || size() == 1 || bytes == 0) return first;
-    if (opt_.model || cfg_.tune == config::tuning::model) return model().choose(C, bytes);
-    return tuned<C>(bytes, at);
+    if (opt_.model || cfg_.tune == config::tuning::model) return by_model(C, bytes, talk);
+    return tuned<C>(bytes, at, talk);
+  }
+  // The cost model's choice (loading the model needs messages).
+  std::optional<algorithm> by_model(collective c, std::size_t bytes, bool talk) {
+    if (!tuner_ && !talk) return std::nullopt;
+    return model().choose(c, bytes);
   }
 
-  void compare(const call& c, const std::string& name) {
-    constexpr std::size_t w = std::size(fields);
-    std::vector<std::uint64_t> all(w * size());
-    for (std::size_t f = 0; f < w; ++f) all[w * rank() + f] = fields[f].word(c);
+  // Checked mode's exchange: every rank's words for call c (and the row it
+  // will run, where known), compared; a difference raises on every rank.
+  void compare(const call& c, const std::string& name, std::optional<algorithm> row) {
+    const auto mine = words_of(c, row);
+    const std::size_t w = mine.size();
     auto l = lane();
-    ring::allgather(l, std::span<std::uint64_t>(all));  // blocks are exactly w words each
-    auto word = [&](int r, std::size_t f) { return all[w * r + f]; };
+    const auto all = detail::gather_words(l, std::span<const std::uint64_t>(mine));
     std::string invalid;
     for (int r = 0; r < size(); ++r)
-      if (word(r, w - 1) != 0) invalid += (invalid.empty() ? "" : ", ") + std::to_string(r);
+      if (all[w * r + argument_field] != 0) invalid += (invalid.empty() ? "" : ", ") + std::to_string(r);
     if (!invalid.empty()) {
       if (!c.problem.empty()) throw error(name, rank(), c.problem + " (checked mode: ranks " + invalid + " raise)");
       throw error(name, rank(), "checked mode: ranks " + invalid + " passed invalid arguments to this call");
     }
-    for (std::size_t f = 0; f + 1 < w; ++f) {
-      std::string differ;
-      for (int r = 1; r < size(); ++r)
-        if (word(r, f) != word(0, f)) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
-      if (differ.empty()) continue;
-      std::string values;
-      for (int r = 0; r < size(); ++r) values += detail::cat(r ? ", " : "", "rank ", r, ": ", fields[f].show(word(r, f)));
-      throw error(name, rank(), detail::cat("checked mode: ranks ", differ, " differ from rank 0 in ", fields[f].name,
-                                            " (", values, ")"));
-    }
+    if (auto d = detail::first_difference(all, size(), std::span(fields, argument_field), w); !d.empty())
+      throw error(name, rank(), "checked mode: " + d);
+    // All-to-all: what each rank sends each other must be what that one
+    // expects; two digests say whether all pairs match (words_of).
+    std::uint64_t sent = 0, expected = 0;
+    for (int r = 0; r < size(); ++r) sent += all[w * r + argument_field + 1], expected += all[w * r + argument_field + 2];
+    if (sent != expected) throw error(name, rank(), "checked mode: " + unpaired(c));
+  }
+  // Which pair of an all-to-all disagrees (every rank calls it: the digests
+  // differed on all): each rank's sends and receives, gathered.
+  std::string unpaired(const call& c) {
+    const int n = size();
+    std::vector<std::uint64_t> mine(c.sends.begin(), c.sends.end());
+    mine.insert(mine.end(), c.recvs.begin(), c.recvs.end());
+    auto l = lane();
+    const auto all = detail::gather_words(l, std::span<const std::uint64_t>(mine));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (const auto sent = all[2 * n * i + j], expected = all[2 * n * j + n + i]; sent != expected)
+          return detail::cat("rank ", i, " sends rank ", j, " ", sent, " elements but rank ", j, " receives ", expected,
+                             " from it (all-to-all: sends[j] on rank i must be recvs[i] on rank j)");
+    return "the all-to-all's sizes do not pair up";
   }
 
   // Runs algorithm a's row of collective C on the arguments: over the
@@ -783,19 +860,20 @@ class communicator {
   // this process's table (loaded once from the cache, the same on every
   // rank), else measured now on every rank.
   template <collective C>
-  algorithm tuned(std::size_t bytes, const placement& at) {
+  std::optional<algorithm> tuned(std::size_t bytes, const placement& at, bool talk) {
+    const int bin = detail::tuning_table::bin_of(bytes);
+    if (!talk && (!tuning_ || tuning_->get(C, bin) == algorithm::automatic)) return std::nullopt;
     if (!tuning_) {
       tuning_ = std::make_unique<detail::tuning_table>();
       detail::load_tuning(lane(false), *tuning_, cfg_.tune == config::tuning::fresh);
     }
-    const int bin = detail::tuning_table::bin_of(bytes);
     algorithm a = tuning_->get(C, bin);
     if (a == algorithm::automatic) {
       a = measure<C>(bin);
       tuning_->set(C, bin, a);
       detail::save_tuning(lane(false), *tuning_);
     }
-    return detail::offers(C, a, at) ? a : model().choose(C, bytes);
+    return detail::offers(C, a, at) ? a : by_model(C, bytes, talk);
   }
 
   // Times every algorithm offered at bin's size on this transport, with
@@ -909,6 +987,7 @@ class communicator {
   }
 
   void open();
+  void agree_on_settings();
   // The shared control memory (epoch lines, staging slots) where the
   // transport has it: made by the first allocate, or, where the transport
   // allows (maps_in_calls), the first collective call (all ranks make it in
@@ -959,6 +1038,7 @@ class communicator {
         }
     }
   } engine_;
+  detail::transport_claim claim_;     // this transport's one communicator (released last but the engine)
   std::unique_ptr<Transport> owned_;  // set for communicators made by split
   Transport* t_;
   communicator_options opt_;
@@ -1109,7 +1189,8 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
                                             std::span<const std::size_t> recvs, algorithm a) {
   const int n = size();
   const bool equal = sends.empty() && recvs.empty();
-  call c = start<E>(collective::alltoall, equal ? out.size() : in.size(), op::sum, -1, a, in.size());
+  // (count: checked mode compares the pairs instead; totals may differ by rank)
+  call c = start<E>(collective::alltoall, 0, op::sum, -1, a, in.size());
   std::vector<std::size_t> even;
   if (equal) {
     c.template require_blocks<E>("out", out.size(), "", "a block", out.size() / n, n);
@@ -1131,6 +1212,10 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
     }
   }
   c.require(!overlap(in, out), "in and out overlap");
+  if (c.problem.empty()) {
+    c.sends = sends, c.recvs = recvs;
+    for (int j = 0; j < n; ++j) c.pairs_sent += detail::pair_digest(rank(), j, sends[j]), c.pairs_expected += detail::pair_digest(j, rank(), recvs[j]);
+  }
   finish<collective::alltoall>(c);
   if (n == 1) return memory().copy(out, in);
   run<collective::alltoall>(c.algo, in, sends, out, recvs);
@@ -1138,6 +1223,7 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
 
 template <transport Transport>
 void communicator<Transport>::open() {
+  claim_ = detail::transport_claim(t_, detail::transport_name<Transport>(), rank());
   cfg_ = config::from_env();
   hosts_ = detail::hosts_of(*t_);
   opt_.checked = opt_.checked || cfg_.check;
@@ -1150,7 +1236,49 @@ void communicator<Transport>::open() {
                                                      detail::transport_in_process<Transport>(),
                                                      detail::transport_name<Transport>())});
   }
+  if (size() > 1) agree_on_settings();
+}
 
+// Every rank opens the communicator with the settings that decide what
+// runs, or none does: ranks that resolve one call to different rows (or
+// that compare calls while others do not) would exchange wrong bytes.
+// One exchange, here; calls pay nothing for it.
+template <transport Transport>
+void communicator<Transport>::agree_on_settings() {
+  const auto& ch = opt_.chunks;
+  constexpr std::uint64_t none = 0xff;
+  auto algo = [](std::optional<algorithm> a) { return a ? std::uint64_t(*a) : none; };
+  std::uint64_t model = 0;
+  if (opt_.model)
+    for (double v : {opt_.model->alpha, opt_.model->beta, opt_.model->gamma, opt_.model->knee, opt_.model->alpha_above,
+                     opt_.model->alpha_net, opt_.model->beta_net})
+      model = detail::mix(model ^ std::bit_cast<std::uint64_t>(v));
+  const std::vector<std::uint64_t> mine = {
+      opt_.checked ? 1u : 0u, algo(opt_.algo), algo(env_algo_), ch.ring_chunk_bytes, ch.tree_chunk_bytes,
+      ch.chain_chunk_bytes, ch.direct_chunk_bytes, ch.stream_bytes, std::uint64_t(cfg_.tune), model, trace_ ? 1u : 0u};
+  static constexpr auto show_algo = [](std::uint64_t v) {
+    return v == none ? std::string("none") : std::string(to_string(algorithm(v)));
+  };
+  static constexpr auto show_on = [](std::uint64_t v) { return std::string(v ? "on" : "off"); };
+  static constexpr detail::stated_field settings[] = {
+      {"checked mode (communicator_options::checked, RINGTREE_CHECK)", show_on},
+      {"communicator_options::algo", show_algo},
+      {"RINGTREE_ALGO", show_algo},
+      {"chunks.ring_chunk_bytes", detail::show_number},
+      {"chunks.tree_chunk_bytes", detail::show_number},
+      {"chunks.chain_chunk_bytes", detail::show_number},
+      {"chunks.direct_chunk_bytes", detail::show_number},
+      {"chunks.stream_bytes", detail::show_number},
+      {"RINGTREE_TUNE", [](std::uint64_t v) { return std::string(v == 0 ? "1 (measure)" : v == 1 ? "0 (cost model)" : "fresh"); }},
+      {"communicator_options::model", [](std::uint64_t v) { return v == 0 ? std::string("none") : detail::cat("constants #", v % 100000); }},
+      {"tracing (RINGTREE_TRACE: traced calls move messages where others share memory)", show_on},
+  };
+  static_assert(std::size(settings) == 11);
+  auto l = lane(false);
+  const auto all = detail::gather_words(l, std::span<const std::uint64_t>(mine));
+  if (auto d = detail::first_difference(all, size(), settings, mine.size()); !d.empty())
+    throw error("communicator", rank(), detail::cat("the ranks opened it with different settings, so they could run different ",
+                                                    "algorithms on one call: ", d, ". Give every rank the same options and RINGTREE_* variables"));
 }
 
 }  // namespace ringtree

@@ -79,6 +79,14 @@ class cluster_transport {
       check(MPI_Comm_split(w, i, h, &across), "MPI_Comm_split");
       cross_ = std::make_unique<mpi_transport>(across, opt_.mpi);
       MPI_Comm_free(&across);
+      // Long waits on any part are published in this host's lines, as the
+      // communicator's ranks, so a timeout names the rank behind the chain.
+      local_->number_as(layout_.members(h));
+      world_->report_waits(local_->wait_board());
+      std::vector<int> same_index;  // cross rank -> this rank's counterpart on each host
+      for (int g = 0; g < layout_.hosts(); ++g)
+        if (i < static_cast<int>(layout_.members(g).size())) same_index.push_back(layout_.members(g)[i]);
+      cross_->report_waits(local_->wait_board(), std::move(same_index));
     }
   }
   cluster_transport(const cluster_transport&) = delete;
@@ -107,6 +115,7 @@ class cluster_transport {
     if (one_host()) local_->wait(r.shm);
     else world_->wait(r.mpi);
   }
+  bool test(request& r) { return one_host() ? local_->test(r.shm) : world_->test(r.mpi); }
 
   // The hierarchical parts (transport/hosts.hpp): there where the ranks
   // span hosts and some share one.
@@ -147,7 +156,7 @@ class cluster_transport {
   static std::string draw_segment_name(MPI_Comm comm) {
     int r = 0;
     MPI_Comm_rank(comm, &r);
-    char name[64] = {};
+    char name[detail::shm_name_max] = {};
     if (r == 0) std::snprintf(name, sizeof name, "%s", detail::random_shm_name().c_str());
     MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
     return name;

@@ -255,7 +255,7 @@ class cuda_slots {
     cudaIpcMemHandle_t mine;
     cuda_check(cudaIpcGetMemHandle(&mine, v->at[me]), "cudaIpcGetMemHandle (symmetric memory)", me);
     std::vector<cudaIpcMemHandle_t> all(n);
-    exchange_all(t, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+    exchange_all(t, "symmetric memory", std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
     std::string failed;
     for (int q = 0; q < n && failed.empty(); ++q) {
       if (q == me) continue;

@@ -123,6 +123,7 @@ class host_groups {
   request isend(int peer, std::span<const std::byte> data) { return flat_->isend(peer, data); }
   request irecv(int peer, std::span<std::byte> data) { return flat_->irecv(peer, data); }
   void wait(request& r) { flat_->wait(r); }
+  bool test(request& r) { return detail::test(*flat_, r); }
 
   const host_layout& layout() const noexcept { return layout_; }
   auto& host_local() noexcept { return *local_; }

@@ -60,6 +60,15 @@ struct local_context {
   std::vector<int> world_rank;  // rank in this context -> rank in the world
   std::vector<local_channel> channels;
   local_channel& channel(int from, int to) { return channels[static_cast<std::size_t>(from) * size + to]; }
+  // Symmetric memory being set up (map_shared), by its number in this
+  // context: each rank's region, left here for the peers to take (no
+  // address crosses a channel, so a mismatched message cannot become one).
+  struct mapping {
+    std::vector<std::shared_ptr<std::byte>> regions;
+    int taken = 0;
+  };
+  std::mutex mappings_m;
+  std::map<std::uint64_t, mapping> mappings;
 };
 
 }  // namespace detail
@@ -82,7 +91,7 @@ class local_transport {
     friend class local_transport;
     void swap(request& o) noexcept {
       std::swap(ch_, o.ch_); std::swap(msg_, o.msg_); std::swap(seq_, o.seq_);
-      std::swap(dst_, o.dst_); std::swap(peer_, o.peer_); std::swap(recv_, o.recv_);
+      std::swap(dst_, o.dst_); std::swap(peer_, o.peer_); std::swap(recv_, o.recv_); std::swap(since_, o.since_);
     }
     // An unfinished send must not leave a pointer to a buffer that is about
     // to die (the stack unwinding after an error): take it back, or wait
@@ -104,6 +113,7 @@ class local_transport {
     std::span<std::byte> dst_;                    // receives
     int peer_ = -1;
     bool recv_ = false;
+    std::chrono::steady_clock::time_point since_{};  // the first test() that found it pending
   };
 
   int rank() const noexcept { return rank_; }
@@ -113,6 +123,10 @@ class local_transport {
   request isend(int peer, std::span<const std::byte> data);
   request irecv(int peer, std::span<std::byte> data);
   void wait(request& r);
+  // Completes r if its peer has answered, else returns false (at once);
+  // raises as wait() does, the timeout counted from the first test that
+  // found it pending.
+  bool test(request& r);
 
   // A transport over a subset of this one's ranks with channels of its
   // own (communicator::split calls it on every rank; `members` are this
@@ -133,7 +147,7 @@ class local_transport {
     if (!broken_.empty())
       throw error(call, rank_, detail::cat("this transport failed earlier and cannot be used again; the first failure: ", broken_));
   }
-  void wait_pending(request& r);
+  bool complete(request& r, bool block);
   friend class local_world;
   local_transport(local_world& w, std::shared_ptr<detail::local_context> ctx, int rank)
       : world_(&w), ctx_(std::move(ctx)), rank_(rank) {}
@@ -141,6 +155,7 @@ class local_transport {
   std::shared_ptr<detail::local_context> ctx_;
   int rank_;
   std::string broken_;  // the first failure; "" while usable
+  std::uint64_t mappings_made_ = 0;  // map_shared calls so far
 };
 
 class local_world {
@@ -225,19 +240,25 @@ class local_world {
     if (how == running_failed) return detail::cat("rank ", peer, " failed", cause);
     return detail::cat("rank ", peer, " returned from run() without matching this message", cause);
   }
+  // Waits (`block`) until done(), or only looks once (then `since`, the
+  // first look, starts the timeout); raises when the peer can no longer
+  // answer or the timeout has passed. Whether done() holds.
   template <class Pred>
-  void wait_for(int rank, int peer, int world_peer, const char* what, std::unique_lock<std::mutex>& lk,
-                detail::local_channel& c, Pred done) {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+  bool wait_for(int rank, int peer, int world_peer, const char* what, std::unique_lock<std::mutex>& lk,
+                detail::local_channel& c, Pred done, bool block, std::chrono::steady_clock::time_point& since) {
+    const auto now = std::chrono::steady_clock::now();
+    if (since == std::chrono::steady_clock::time_point{}) since = now;
+    const auto deadline = since + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
     while (!done()) {
       if (auto why = gone(world_peer); !why.empty())
         throw error(what, rank, detail::cat("peer rank ", peer, " can no longer answer: ", why));
-      if (c.cv.wait_until(lk, deadline) == std::cv_status::timeout && !done())
+      if (block ? c.cv.wait_until(lk, deadline) == std::cv_status::timeout && !done() : now > deadline)
         throw timeout_error(what, rank, peer,
                             detail::cat("waited ", timeout_.count(), " s for rank ", peer,
                                         " (RINGTREE_TIMEOUT)"));
+      if (!block) return done();
     }
+    return true;
   }
 
   int size_;
@@ -280,23 +301,38 @@ inline void local_transport::wait(request& r) {
   if (r.ch_ == nullptr) return;
   check_usable(r.recv_ ? "recv" : "send");
   try {
-    wait_pending(r);
+    r.since_ = {};  // a wait's timeout starts now
+    complete(r, true);
   } catch (const error& e) {
     broken_ = e.what();
     throw;
   }
 }
 
-inline void local_transport::wait_pending(request& r) {
+inline bool local_transport::test(request& r) {
+  if (r.ch_ == nullptr) return true;
+  check_usable(r.recv_ ? "recv" : "send");
+  try {
+    return complete(r, false);
+  } catch (const error& e) {
+    broken_ = e.what();
+    throw;
+  }
+}
+
+inline bool local_transport::complete(request& r, bool block) {
   auto& c = *r.ch_;
   std::unique_lock lk(c.m);
+  const int world_peer = ctx_->world_rank[r.peer_];
   if (!r.recv_) {
-    world_->wait_for(rank_, r.peer_, ctx_->world_rank[r.peer_], "send", lk, c, [&] { return r.msg_->done; });
+    if (!world_->wait_for(rank_, r.peer_, world_peer, "send", lk, c, [&] { return r.msg_->done; }, block, r.since_))
+      return false;
     r.ch_ = nullptr;
     if (!r.msg_->refused.empty()) throw error("send", rank_, r.msg_->refused);
-    return;
+    return true;
   }
-  world_->wait_for(rank_, r.peer_, ctx_->world_rank[r.peer_], "recv", lk, c, [&] { return c.inbox.count(r.seq_) != 0; });
+  if (!world_->wait_for(rank_, r.peer_, world_peer, "recv", lk, c, [&] { return c.inbox.count(r.seq_) != 0; }, block, r.since_))
+    return false;
   auto msg = c.inbox.extract(r.seq_).mapped();
   r.ch_ = nullptr;
   if (msg->bytes != r.dst_.size()) {
@@ -312,6 +348,7 @@ inline void local_transport::wait_pending(request& r) {
   lk.lock();
   msg->done = true;
   c.cv.notify_all();
+  return true;
 }
 
 inline std::optional<shared_mapping> local_transport::map_shared(std::size_t bytes) {
@@ -323,16 +360,31 @@ inline std::optional<shared_mapping> local_transport::map_shared(std::size_t byt
   region mine(static_cast<std::byte*>(::operator new(len, std::align_val_t{page})),
               [](std::byte* p) { ::operator delete(p, std::align_val_t{page}); });
   std::memset(mine.get(), 0, len);
-  // Each rank copies every peer's reference; the second exchange keeps
-  // `mine` alive until they all have.
-  const auto where = reinterpret_cast<std::uintptr_t>(&mine);
-  std::vector<std::uintptr_t> all(n);
-  detail::exchange_all(*this, std::as_bytes(std::span(&where, 1)), std::as_writable_bytes(std::span(all)));
-  auto views = std::make_shared<std::vector<region>>(n);
-  for (int q = 0; q < n; ++q) (*views)[q] = *reinterpret_cast<const region*>(all[q]);
-  const std::byte copied{1};
-  std::vector<std::byte> acks(n);
-  detail::exchange_all(*this, std::span(&copied, 1), std::span(acks));
+  // Left in the context under this rank's count of mappings; the ranks
+  // then check that they all are at the same count and length before any
+  // takes the peers' regions. The last to take them clears the entry.
+  const std::uint64_t number = mappings_made_++;
+  {
+    std::lock_guard lk(ctx_->mappings_m);
+    auto& e = ctx_->mappings[number];
+    e.regions.resize(n);
+    e.regions[rank_] = mine;
+  }
+  const std::uint64_t card[2] = {number, len};
+  std::vector<std::uint64_t> all(2 * n);
+  detail::exchange_all(*this, "symmetric memory", std::as_bytes(std::span(card)), std::as_writable_bytes(std::span(all)));
+  for (int q = 0; q < n; ++q)
+    if (all[2 * q] != number || all[2 * q + 1] != len)
+      throw error("symmetric memory", rank_, detail::cat("rank ", q, " is at its mapping ", all[2 * q], " of ", all[2 * q + 1],
+                                                         " bytes, this rank at mapping ", number, " of ", len,
+                                                         " bytes (mismatched allocate calls?)"));
+  auto views = std::make_shared<std::vector<region>>();
+  {
+    std::lock_guard lk(ctx_->mappings_m);
+    auto& e = ctx_->mappings[number];
+    *views = e.regions;
+    if (++e.taken == n) ctx_->mappings.erase(number);
+  }
   shared_mapping m;
   for (auto& v : *views) m.bases.push_back(v.get());
   m.bytes = len;
@@ -349,14 +401,8 @@ inline std::unique_ptr<local_transport> local_transport::split(int, int, std::sp
     std::vector<int> world_ranks;
     for (int m : members) world_ranks.push_back(ctx_->world_rank.at(m));
     id = world_->add_context(std::move(world_ranks));
-    std::vector<request> sends;
-    for (std::size_t i = 1; i < members.size(); ++i)
-      sends.push_back(isend(members[i], std::as_bytes(std::span<const std::uint64_t>(&id, 1))));
-    for (auto& q : sends) wait(q);
-  } else {
-    auto q = irecv(members[0], std::as_writable_bytes(std::span<std::uint64_t>(&id, 1)));
-    wait(q);
   }
+  detail::share_from_first(*this, members, index, "split", std::as_writable_bytes(std::span(&id, 1)));
   return std::unique_ptr<local_transport>(new local_transport(*world_, world_->context(id), index));
 }
 

@@ -47,6 +47,7 @@
 #include <ringtree/transport/segments.hpp>
 #include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
+#include <ringtree/transport/wait_board.hpp>
 
 namespace ringtree {
 
@@ -151,6 +152,7 @@ class mpi_transport {
       big_len_ = std::move(o.big_len_);
       peer_ = o.peer_;
       recv_ = o.recv_;
+      since_ = o.since_;
       return *this;
     }
     // A request never waited for (the stack unwinding after an error) is
@@ -179,6 +181,7 @@ class mpi_transport {
     int peer_ = -1;
     bool recv_ = false;
     mpi_transport* owner_ = nullptr;
+    std::chrono::steady_clock::time_point since_{};  // test(): the first that found it pending
   };
 
   explicit mpi_transport(MPI_Comm comm, mpi_options opt = {}) : opt_(opt) {
@@ -254,11 +257,8 @@ class mpi_transport {
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
     check_usable("symmetric memory");
     if (!one_host_) return std::nullopt;
-    {  // every rank is here (or a timeout names one) before MPI's collectives, which have none
-      const std::byte here{1};
-      std::vector<std::byte> all(size_);
-      detail::exchange_all(*this, std::span(&here, 1), std::span(all));
-    }
+    // every rank is here (or a timeout names one) before MPI's collectives, which have none
+    (void)detail::exchange_all(*this, "symmetric memory", std::uint8_t{1});
     MPI_Comm local = MPI_COMM_NULL;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
     constexpr std::size_t page = 4096, line = 64;
@@ -318,6 +318,14 @@ class mpi_transport {
                                 detail::sharing::if_one_host);
   }
 
+  // Long waits are published on `board` (the host's ranks' lines,
+  // wait_board.hpp), this transport's rank r being rank whole[r] of the
+  // board's numbering (empty: the same), and a timeout follows the chain.
+  void report_waits(std::shared_ptr<const detail::wait_board> board, std::vector<int> whole = {}) {
+    board_ = std::move(board);
+    whole_ = std::move(whole);
+  }
+
   // Collectives on a background thread (grad_sync) while the program's own
   // thread makes no MPI calls: MPI_THREAD_SERIALIZED.
   void require_background_thread(const std::string& feature) const {
@@ -347,8 +355,48 @@ class mpi_transport {
   void wait(request& r) {
     if (r.count() == 0) return;
     check_usable(r.recv_ ? "recv" : "send");
+    failing_with(r, [&] {
+      std::chrono::steady_clock::time_point deadline{};
+      for (long spins = 0; !test_pending(r); ++spins) {
+        // Spin first (lowest latency; the clock is read only once the wait
+        // is not short); yield once it is long, so that oversubscribed
+        // ranks let their peers run.
+        if (spins > 2000) sched_yield();
+        if ((spins & 1023) == 1023) {
+          const auto now = std::chrono::steady_clock::now();
+          if (deadline == decltype(deadline){}) {
+            deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
+            if (board_) board_->waiting(whole_of(r.peer_));  // a long wait: the host may ask whom for
+          } else if (now > deadline) {
+            timed_out(r);
+          }
+        }
+      }
+      if (deadline != decltype(deadline){} && board_) board_->done();
+    });
+  }
+  // Completes r if MPI has, else returns false at once; raises as wait()
+  // does, the timeout counted from the first test that found r pending.
+  bool test(request& r) {
+    if (r.count() == 0) return true;
+    check_usable(r.recv_ ? "recv" : "send");
+    bool done = false;
+    failing_with(r, [&] {
+      done = test_pending(r);
+      if (done) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (r.since_ == decltype(r.since_){}) r.since_ = now;
+      else if (now - r.since_ > *opt_.timeout) timed_out(r);
+    });
+    return done;
+  }
+
+ private:
+  // f() on request r; if it raises, the transport is broken from then on.
+  template <class F>
+  void failing_with(request& r, F&& f) {
     try {
-      wait_pending(r);
+      f();
     } catch (const error& e) {
       broken_ = e.what();
       abandon(r);
@@ -356,41 +404,40 @@ class mpi_transport {
       throw;
     }
   }
-
- private:
-  void wait_pending(request& r) {
+  // No answer in time: names the peer, or the rank this host's chain of
+  // waits leads to from it (wait_board.hpp).
+  [[noreturn]] void timed_out(const request& r) const {
+    const int peer = whole_of(r.peer_);
+    const auto b = board_ ? board_->follow(peer) : detail::wait_board::blame{peer, {}};
+    int named = b.rank == peer ? r.peer_ : size_ + b.rank;  // (a rank not in this communicator: size() + its number)
+    for (int q = 0; q < size_; ++q)
+      if (b.rank != peer && whole_of(q) == b.rank) named = q;
+    throw timeout_error(r.recv_ ? "recv" : "send", rank_, named,
+                        detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
+                                    whole_.empty() ? "" : detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)"),
+                                    b.chain, " (RINGTREE_TIMEOUT): ", b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank),
+                                    " stalled, died or is in another call"));
+  }
+  int whole_of(int r) const noexcept { return whole_.empty() ? r : whole_[r]; }
+  // One MPI_Testall of r's pieces: completes r (and checks what arrived)
+  // if they are done.
+  bool test_pending(request& r) {
     const int parts = static_cast<int>(r.count());
     MPI_Status small[request::inline_pieces];
     std::vector<MPI_Status> big(r.count() > request::inline_pieces ? r.count() : 0);
     MPI_Status* status = big.empty() ? small : big.data();
-    std::chrono::steady_clock::time_point deadline{};
-    for (long spins = 0;; ++spins) {
-      int done = 0;
-      if (const int rc = MPI_Testall(parts, r.reqs(), &done, status); rc != MPI_SUCCESS) {
-        for (int i = 0; i < parts; ++i)
-          if (status[i].MPI_ERROR != MPI_SUCCESS && status[i].MPI_ERROR != MPI_ERR_PENDING)
-            throw error(r.recv_ ? "recv" : "send", rank_,
-                        detail::cat("with rank ", r.peer_, ": ", detail::mpi_error_string(status[i].MPI_ERROR)));
-        check(rc, "MPI_Testall");
-      }
-      if (done) break;
-      // Spin first (lowest latency; the clock is read only once the wait is
-      // not short); yield once it is long, so that oversubscribed ranks let
-      // their peers run.
-      if (spins > 2000) sched_yield();
-      if ((spins & 1023) == 1023) {
-        const auto now = std::chrono::steady_clock::now();
-        if (deadline == decltype(deadline){})
-          deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
-        else if (now > deadline)
-          throw timeout_error(r.recv_ ? "recv" : "send", rank_, r.peer_,
-                              detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
-                                          " (RINGTREE_TIMEOUT): it stalled, died or is in another call"));
-      }
+    int done = 0;
+    if (const int rc = MPI_Testall(parts, r.reqs(), &done, status); rc != MPI_SUCCESS) {
+      for (int i = 0; i < parts; ++i)
+        if (status[i].MPI_ERROR != MPI_SUCCESS && status[i].MPI_ERROR != MPI_ERR_PENDING)
+          throw error(r.recv_ ? "recv" : "send", rank_,
+                      detail::cat("with rank ", r.peer_, ": ", detail::mpi_error_string(status[i].MPI_ERROR)));
+      check(rc, "MPI_Testall");
     }
+    if (!done) return false;
     const int* lens = r.lens();
     r.n_ = 0;
-    if (!r.recv_) return;
+    if (!r.recv_) return true;
     // A longer message fails with MPI_ERR_TRUNCATE; a shorter one must not
     // pass silently either (mismatched calls across ranks).
     for (int i = 0; i < parts; ++i) {
@@ -400,6 +447,7 @@ class mpi_transport {
         throw error("recv", rank_, detail::cat("rank ", r.peer_, " sent ", got, " bytes where ", lens[i],
                                                 " were expected (mismatched collective calls?)"));
     }
+    return true;
   }
 
   void check_usable(const char* call) const {
@@ -475,6 +523,8 @@ class mpi_transport {
   std::string broken_;                   // the first failure; "" while usable
   std::vector<MPI_Request> abandoned_;   // requests MPI still owns after a failure
   std::shared_ptr<detail::mpi_parking> parking_ = std::make_shared<detail::mpi_parking>();
+  std::shared_ptr<const detail::wait_board> board_;  // this host's long waits (report_waits), if any
+  std::vector<int> whole_;                           // rank r here is rank whole_[r] on the board
 };
 
 }  // namespace ringtree

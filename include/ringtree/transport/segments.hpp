@@ -7,6 +7,7 @@
 // segment, and each name is unlinked once all have mapped it. A segment's
 // pages live as long as anyone maps them, so a reader never faults on a dead
 // peer's, and freeing needs no peer.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -26,21 +27,50 @@
 #include <vector>
 
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/posix.hpp>
 #include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree::detail {
 
-// A name nobody can guess: 128 random bits.
+// The names ringtree gives its segments say who made them, so that what a
+// crashed run left can be found and removed (sweep_stale_segments):
+//   /ringtree-<pid namespace>-<pid>-<start time>-<128 random bits>
+// The random part makes a name nobody can guess; the maker is the process
+// that creates the segment (every caller of random_shm_name does).
+inline constexpr std::size_t shm_name_max = 96;  // with the '/' and the final '\0'
+inline std::uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
 inline std::string random_shm_name() {
   std::random_device rd;
-  std::string s = "/ringtree-";
-  for (int i = 0; i < 4; ++i) {
-    char buf[9];
-    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
-    s += buf;
-  }
+  const int pid = static_cast<int>(getpid());
+  char s[shm_name_max];
+  std::snprintf(s, sizeof s, "/ringtree-%llx-%d-%llu-%08x%08x%08x%08x", static_cast<unsigned long long>(pid_namespace()), pid,
+                static_cast<unsigned long long>(read_proc_stat(pid).start), static_cast<unsigned>(rd()),
+                static_cast<unsigned>(rd()), static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
   return s;
+}
+// Removes the segments of this user that a dead process of this pid
+// namespace made (named as above): what a run killed before it could
+// unlink them left. Processes elsewhere (another pid namespace sharing
+// /dev/shm) are never judged. Called where segments are made, and by a
+// rank whose set-up failed (its peer may have died holding one).
+inline void sweep_stale_segments() {
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return;
+  const std::uint64_t ns = pid_namespace();
+  while (const dirent* e = ::readdir(d)) {
+    unsigned long long their_ns = 0, start = 0;
+    int pid = 0, used = 0;
+    if (std::sscanf(e->d_name, "ringtree-%llx-%d-%llu-%n", &their_ns, &pid, &start, &used) != 3 || used == 0) continue;
+    if (their_ns != ns || process_alive(pid, start)) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;
+    ::shm_unlink((std::string("/") + e->d_name).c_str());
+  }
+  ::closedir(d);
 }
 
 // One rank's views of a symmetric mapping's regions (each rank's own
@@ -79,8 +109,9 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   auto views = std::make_shared<shm_views>(n, len);
   auto fail = [&](const std::string& what) { return error("symmetric memory", me, cat(what, ": ", std::strerror(errno))); };
   struct card {
-    char name[64] = {};
+    char name[shm_name_max] = {};
   } mine;
+  sweep_stale_segments();
   std::snprintf(mine.name, sizeof mine.name, "%s", random_shm_name().c_str());
   const int fd = shm_open(mine.name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw fail(cat("cannot create shared memory ", mine.name));
@@ -97,9 +128,10 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   madvise(p, len, MADV_HUGEPAGE);  // a hint: refused where shared memory gets no huge pages
   std::memset(p, 0, len);          // the owner touches its pages first: they are local to it
   std::vector<card> all(n);
-  exchange_all(t, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
   const bool optional = mode == sharing::if_one_host;
   bool ok = true;
+  try {  // a peer that dies from here on may leave its segment: sweep it on the way out
+  exchange_all(t, "symmetric memory", std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
   for (int q = 0; q < n && ok; ++q) {
     if (q == me) continue;
     const char* name = all[q].name;
@@ -126,6 +158,10 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   }
   // Every rank has tried every segment before any name goes away.
   if (first_failed(t, ok) >= 0) return std::nullopt;  // (only if_one_host gets here failing)
+  } catch (...) {
+    sweep_stale_segments();
+    throw;
+  }
   shm_unlink(views->own_name.c_str());
   views->own_name.clear();
   shared_mapping m;

@@ -65,9 +65,11 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/posix.hpp>
 #include <ringtree/transport/segments.hpp>
 #include <ringtree/transport/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
+#include <ringtree/transport/wait_board.hpp>
 
 namespace ringtree {
 
@@ -82,7 +84,7 @@ struct shm_options {
 namespace detail {
 
 inline constexpr std::uint64_t shm_magic = 0x52494e4754524545ull;  // "RINGTREE"
-inline constexpr std::uint32_t shm_version = 3;
+inline constexpr std::uint32_t shm_version = 4;
 
 struct alignas(64) shm_header {
   std::uint64_t magic;
@@ -106,6 +108,7 @@ struct alignas(64) shm_rank {
   std::atomic<std::uint32_t> cpus_set;   // `cpus` below is valid
   alignas(64) std::byte card[128];       // what a slot policy shares (a CUDA IPC handle)
   cpu_set_t cpus;                        // the CPUs this rank may run on (oversubscription)
+  wait_line wait;                        // whom the rank waits for, in a long wait (wait_board.hpp)
 };
 struct alignas(64) shm_counter {
   std::atomic<std::uint64_t> value;
@@ -179,56 +182,6 @@ inline void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t expected,
 inline void futex_wake(std::atomic<std::uint32_t>* addr) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
-// What /proc/PID/stat says of a process: its state, parent and start time
-// (clock ticks since boot). ok is false where it cannot be read.
-struct proc_stat {
-  bool ok = false;
-  char state = 0;
-  int ppid = 0;
-  std::uint64_t start = 0;
-};
-inline proc_stat read_proc_stat(int pid) {
-  proc_stat st;
-  if (pid <= 0) return st;
-  char path[64], buf[1024];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return st;
-  const ssize_t k = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (k <= 0) return st;
-  buf[k] = '\0';
-  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
-  if (p == nullptr) return st;
-  // fields from 3 on: state ppid pgrp session tty tpgid flags minflt cminflt
-  // majflt cmajflt utime stime cutime cstime priority nice threads itreal starttime
-  unsigned long long start = 0;
-  if (std::sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                  &st.state, &st.ppid, &start) == 3) {
-    st.start = start;
-    st.ok = true;
-  }
-  return st;
-}
-// Alive: exists and is not a zombie (a dead child its parent has not
-// reaped); with `start` (non-zero), also the same process, not a later one
-// that got its pid.
-inline bool process_alive(int pid, std::uint64_t start = 0) {
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return false;
-  const proc_stat st = read_proc_stat(pid);
-  if (!st.ok) return true;
-  if (st.state == 'Z' || st.state == 'X') return false;
-  return start == 0 || st.start == start;
-}
-// Whether `ancestor` is a parent, grandparent, ... of `pid`.
-inline bool is_ancestor(int ancestor, int pid) {
-  for (int i = 0; i < 64 && pid > 1; ++i) {
-    pid = read_proc_stat(pid).ppid;
-    if (pid == ancestor) return true;
-  }
-  return false;
-}
-
 // Which job this process belongs to, as every rank of a job can tell
 // without talking to the others: RINGTREE_SHM_JOB, else the launcher's job
 // id (Open MPI / PMIx, Slurm, torchrun), else the parent process (a script
@@ -303,6 +256,7 @@ class shm_segment {
     if (bytes_ == 0)
       throw error("shm_transport", rank, cat("a segment for ", size, " ranks with ", opt.slots, " slots of ", opt.slot_bytes,
                                              " bytes per pair is larger than memory can address"));
+    sweep_stale_segments();  // what crashed runs left
     int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST && remove_if_stale()) fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
@@ -512,6 +466,7 @@ class slot_transport {
     std::shared_ptr<op_state> op_;
     int peer_ = -1;
     bool recv_ = false;
+    std::chrono::steady_clock::time_point since_{}, next_check_{};  // test(): the first that found it pending; the next look at the peer
   };
 
   // `name`: the segment's name, the same on every rank ("/something").
@@ -542,6 +497,9 @@ class slot_transport {
             }
         }});
     if (rank == 0) seg_->unlink_when_all_attached(rank, size, deadline);
+    std::vector<int> self(size);
+    for (int r = 0; r < size; ++r) self[r] = r;
+    number_as(std::move(self));
   }
   slot_transport(slot_transport&&) = default;
   // Peers still waiting on this rank learn at once that it is gone.
@@ -576,17 +534,9 @@ class slot_transport {
   // communicator::split: the first member draws a segment name and sends
   // it to the others, who all attach to the new segment.
   std::unique_ptr<slot_transport> split(int, int, std::span<const int> members, int index) {
-    char name[64] = {};
-    if (index == 0) {
-      std::snprintf(name, sizeof name, "%s", detail::random_shm_name().c_str());
-      std::vector<request> sends;
-      for (std::size_t i = 1; i < members.size(); ++i)
-        sends.push_back(isend(members[i], std::as_bytes(std::span<const char>(name))));
-      for (auto& q : sends) wait(q);
-    } else {
-      auto q = irecv(members[0], std::as_writable_bytes(std::span<char>(name)));
-      wait(q);
-    }
+    char name[detail::shm_name_max] = {};
+    if (index == 0) std::snprintf(name, sizeof name, "%s", detail::random_shm_name().c_str());
+    detail::share_from_first(*this, members, index, "split", std::as_writable_bytes(std::span(name)));
     name[sizeof name - 1] = '\0';
     return std::make_unique<slot_transport>(name, index, static_cast<int>(members.size()), opt_, slots_.for_split(index));
   }
@@ -615,6 +565,18 @@ class slot_transport {
                                 *opt_.timeout, detail::sharing::required);
   }
 
+  // Whom this host's ranks wait for (wait_board.hpp): told as ranks of a
+  // whole that this transport is part of (`whole[i]`: rank i's number
+  // there; a cluster's host part), or as its own (the default).
+  void number_as(std::vector<int> whole) {
+    std::vector<detail::wait_line*> lines;
+    for (int r = 0; r < size_; ++r) lines.push_back(&rank_line(r)->wait);
+    renumbered_ = false;
+    for (int r = 0; r < size_ && r < int(whole.size()); ++r) renumbered_ = renumbered_ || whole[r] != r;
+    board_ = std::make_shared<detail::wait_board>(seg_, std::move(lines), rank_, std::move(whole));
+  }
+  std::shared_ptr<const detail::wait_board> wait_board() const noexcept { return board_; }
+
   const std::string& segment_name() const noexcept { return seg_->name(); }
   std::size_t slot_bytes() const noexcept { return lay_.slot_bytes; }
 
@@ -639,8 +601,38 @@ class slot_transport {
   void wait(request& r) {
     if (!r.op_) return;
     check_usable(r.recv_ ? "recv" : "send");
+    failing_with(r, [&] { wait_pending(r); });
+  }
+  // Moves every posted message along; completes r if it is done, else
+  // returns false at once. Raises as wait() does, the timeout counted from
+  // the first test that found r pending.
+  bool test(request& r) {
+    if (!r.op_) return true;
+    check_usable(r.recv_ ? "recv" : "send");
+    bool done = false;
+    failing_with(r, [&] {
+      progress();
+      if (!r.op_->complete) {
+        const auto now = std::chrono::steady_clock::now();
+        if (r.since_ == decltype(r.since_){}) r.since_ = r.next_check_ = now;
+        if (now >= r.next_check_) {
+          check_peer(r, now - r.since_ > *opt_.timeout);
+          r.next_check_ = now + std::chrono::milliseconds(5);
+        }
+        return;
+      }
+      finish(r);
+      done = true;
+    });
+    return done;
+  }
+
+ private:
+  // f() on request r; if it raises, the transport is broken from then on.
+  template <class F>
+  void failing_with(request& r, F&& f) {
     try {
-      wait_pending(r);
+      f();
     } catch (const error& e) {
       broken_ = e.what();
       r.op_.reset();
@@ -648,10 +640,9 @@ class slot_transport {
       throw;
     }
   }
-
- private:
   void wait_pending(request& r) {
     std::chrono::steady_clock::time_point deadline{}, next_check{};
+    bool published = false;
     for (long idle = 0; !r.op_->complete;) {
       const std::uint32_t bell = me()->doorbell.load(std::memory_order_acquire);
       if (progress()) {
@@ -670,6 +661,8 @@ class slot_transport {
       if (deadline == decltype(deadline){}) {
         deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
         next_check = now;
+        board_->waiting(board_->whole_of(r.peer_));  // a long wait: the host may ask whom for
+        published = true;
       }
       if (now >= next_check) {
         check_peer(r, now > deadline);
@@ -680,6 +673,11 @@ class slot_transport {
         detail::futex_wait(&me()->doorbell, bell, 2'000'000);  // 2 ms, then look again
       me()->sleeping.store(0);
     }
+    if (published) board_->done();
+    finish(r);
+  }
+  // r has completed: its state goes back to the spares.
+  void finish(request& r) {
     const int refused = r.op_->refused_from;
     if (r.op_.use_count() == 1) spare_.push_back(std::move(r.op_));
     r.op_.reset();
@@ -853,13 +851,33 @@ class slot_transport {
     recvs_[from].clear();
   }
 
+  // Raises if r's peer can no longer answer or (`expired`) did not in
+  // time, naming the rank its host's chain of waits leads to (wait_board.hpp).
   void check_peer(const request& r, bool expired) const {
     const char* what = r.recv_ ? "recv" : "send";
-    if (auto why = detail::shm_peer_problem(*seg_, r.peer_); !why.empty()) throw error(what, rank_, why);
-    if (expired)
+    const int peer = board_->whole_of(r.peer_);
+    const auto why = detail::shm_peer_problem(*seg_, r.peer_);
+    if (why.empty() && !expired) return;
+    const auto b = board_->follow(peer);
+    if (b.rank == peer) {
+      if (!why.empty()) throw error(what, rank_, why);
       throw timeout_error(what, rank_, r.peer_,
                           detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
                                       " (RINGTREE_TIMEOUT): it stalled or is in another call"));
+    }
+    // A peer stuck behind another rank (or gone while it waited on one):
+    // that one is to blame.
+    const std::string whole = renumbered_ ? detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)") : "";
+    throw timeout_error(what, rank_, numbered(b.rank),
+                        detail::cat(why.empty() ? detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_) : why,
+                                    whole, b.chain, " (RINGTREE_TIMEOUT): rank ", b.rank, " stalled, died or is in another call"));
+  }
+  // The whole's rank w in this transport's numbering: its own rank here, or
+  // size() + w for a rank that is not in it (traced_transport reads it so).
+  int numbered(int w) const noexcept {
+    for (int r = 0; r < size_; ++r)
+      if (board_->whole_of(r) == w) return r;
+    return size_ + w;
   }
 
   shm_options opt_;
@@ -871,6 +889,8 @@ class slot_transport {
   std::vector<std::shared_ptr<op_state>> spare_;
   std::string broken_;  // the first failure; "" while usable
   int oversubscribed_ = -1;  // -1: not known yet
+  std::shared_ptr<detail::wait_board> board_;  // this host's long waits (number_as)
+  bool renumbered_ = false;                    // its numbers are not this transport's
 };
 
 // Processes on one host, payloads in the shared segment.

@@ -26,7 +26,7 @@ inline std::string shared_segment_name(MPI_Comm comm) {
   if (!everywhere)
     throw error("shm_transport", rank, detail::cat("the ", size, " ranks are not all on one host (", local_size,
                                                    " share this one); use mpi_transport"));
-  char name[64] = {};
+  char name[detail::shm_name_max] = {};
   if (rank == 0) std::snprintf(name, sizeof name, "%s", detail::random_shm_name().c_str());
   MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
   return name;

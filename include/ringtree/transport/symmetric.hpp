@@ -92,7 +92,7 @@ int cores_of_all(T& t) {
   if (sched_getaffinity(0, sizeof mine, &mine) != 0)
     for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()) && c < CPU_SETSIZE; ++c) CPU_SET(c, &mine);
   std::vector<cpu_set_t> all(t.size());
-  exchange_all(t, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+  exchange_all(t, "symmetric memory", std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
   cpu_set_t any;
   CPU_ZERO(&any);
   for (auto& s : all) CPU_OR(&any, &any, &s);

@@ -313,21 +313,17 @@ class traced_transport {
     return r;
   }
   void wait(request& r) {
-    if (world_.empty()) inner_->wait(r.inner);
-    else
-      try {
-        inner_->wait(r.inner);
-      } catch (const timeout_error& e) {
-        throw timeout_error(e.call(), world_of(rank()), world_of(e.peer()),
-                            detail::cat("no answer from rank ", world_of(e.peer()), ": ", in_whole(e)));
-      } catch (const error& e) {
-        throw error(e.call(), world_of(rank()), in_whole(e));
-      }
-    if (!r.open) return;
-    r.open = false;
-    if (r.recv) rec_->on_recv_done(world_of(r.peer), world_of(rank()), r.k);
-    if (!r.staged.empty()) std::memcpy(r.to.data(), r.staged.data(), r.staged.size());
-    rec_->on_slice({world_of(rank()), r.recv ? "recv" : "send", world_of(r.peer), r.bytes, r.start_us, rec_->now_us(), 0});
+    in_whole_ranks([&] { inner_->wait(r.inner); });
+    completed(r);
+  }
+  // (only where T can test; detail::test falls back to wait otherwise)
+  bool test(request& r)
+    requires requires(T& t, typename T::request& q) { { t.test(q) } -> std::same_as<bool>; }
+  {
+    bool done = false;
+    in_whole_ranks([&] { done = inner_->test(r.inner); });
+    if (done) completed(r);
+    return done;
   }
 
   // The parts of a hierarchical transport, traced alike.
@@ -353,7 +349,33 @@ class traced_transport {
   }
 
  private:
-  int world_of(int r) const noexcept { return world_.empty() || r < 0 || r >= int(world_.size()) ? r : world_[r]; }
+  // A part's rank as the whole's; a part names a rank outside it as its
+  // size() + that rank of the whole (a chain of waits that left it).
+  int world_of(int r) const noexcept {
+    if (world_.empty() || r < 0) return r;
+    return r < int(world_.size()) ? world_[r] : r - int(world_.size());
+  }
+  // f(), with a part's errors told in the whole's ranks.
+  template <class F>
+  void in_whole_ranks(F&& f) const {
+    if (world_.empty()) return f();
+    try {
+      f();
+    } catch (const timeout_error& e) {
+      throw timeout_error(e.call(), world_of(rank()), world_of(e.peer()),
+                          detail::cat("no answer from rank ", world_of(e.peer()), ": ", in_whole(e)));
+    } catch (const error& e) {
+      throw error(e.call(), world_of(rank()), in_whole(e));
+    }
+  }
+  // A request has completed: what the recorder keeps of it.
+  void completed(request& r) {
+    if (!r.open) return;
+    r.open = false;
+    if (r.recv) rec_->on_recv_done(world_of(r.peer), world_of(rank()), r.k);
+    if (!r.staged.empty()) std::memcpy(r.to.data(), r.staged.data(), r.staged.size());
+    rec_->on_slice({world_of(rank()), r.recv ? "recv" : "send", world_of(r.peer), r.bytes, r.start_us, rec_->now_us(), 0});
+  }
   // A part's error, with its ranks told as the whole's.
   std::string in_whole(const error& e) const {
     std::string ranks, there;

@@ -77,6 +77,23 @@ template <transport T>
 using memory_of = typename T::memory_type;
 
 namespace detail {
+// Whether a request has completed, without blocking: t.test(r), which a
+// transport may offer (it completes the request and returns true, returns
+// false while the peer has not answered, and raises as wait() would: a
+// dead peer, or no answer within the timeout of the first unanswered
+// test). A transport without it completes the request here (wait()).
+// What point-to-point calls in the background are polled with (work.hpp).
+template <transport T>
+bool test(T& t, typename T::request& r) {
+  if constexpr (requires { { t.test(r) } -> std::same_as<bool>; }) return t.test(r);
+  else {
+    t.wait(r);
+    return true;
+  }
+}
+}  // namespace detail
+
+namespace detail {
 // A transport's name (T::name, for the cost model's cache file and trace
 // files) and whether all its ranks live in this process (T::in_process);
 // both optional for user transports.

@@ -1,0 +1,334 @@
+// Nothing silent, second round: the seams between the parts (settings that
+// differ across ranks, two communicators on one transport, point to point
+// beside other calls, set-up exchanges that meet another call, uneven
+// all-to-all in checked mode, segments of a killed rank, an unusable
+// cache). Each case once returned wrong numbers, hung, crashed or refused
+// a valid call; the expectations are computed apart from the code.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/transport/shm.hpp>
+
+#include "../process_check.hpp"
+#include "host_check.hpp"
+
+using namespace ringtree;
+using namespace std::chrono_literals;
+
+namespace {
+
+using rt_test::has;
+
+// Every rank's error text ("" where it raised nothing), from a world run
+// whose ranks may raise.
+template <class F>
+std::vector<std::string> errors_of(int n, F&& body, std::chrono::duration<double> timeout = 20s) {
+  std::vector<std::string> what(n);
+  local_world world(n, timeout);
+  try {
+    world.run([&](local_transport& t) {
+      try {
+        body(t);
+      } catch (const std::exception& e) {
+        what[t.rank()] = e.what();
+        throw;
+      }
+    });
+  } catch (const std::exception&) {
+  }
+  return what;
+}
+
+// The ringtree entries in /dev/shm now.
+std::set<std::string> shm_entries() {
+  std::set<std::string> found;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind("ringtree-", 0) == 0) found.insert(e->d_name);
+    closedir(d);
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("seams: ranks opened with different settings raise on every rank, naming the setting") {
+  // what once ran ring on one rank and tree on the other: every sum wrong
+  auto algo = errors_of(2, [](local_transport& t) {
+    communicator comm(t, communicator_options{.algo = t.rank() == 0 ? algorithm::ring : algorithm::tree});
+    std::vector<std::int64_t> v(1000, 1);
+    comm.allreduce(v);
+  });
+  for (const auto& w : algo) {
+    CHECK_MESSAGE(has(w, "communicator_options::algo (rank 0: ring, rank 1: tree)"), w);
+    CHECK_MESSAGE(has(w, "different settings"), w);
+  }
+  auto chunks = errors_of(3, [](local_transport& t) {
+    communicator_options o;
+    if (t.rank() == 2) o.chunks.ring_chunk_bytes = 4096;
+    communicator comm(t, o);
+  });
+  for (const auto& w : chunks) CHECK_MESSAGE(has(w, "ranks 2 differ from rank 0 in chunks.ring_chunk_bytes"), w);
+  auto checked = errors_of(2, [](local_transport& t) { communicator comm(t, communicator_options{.checked = t.rank() == 1}); });
+  for (const auto& w : checked) CHECK_MESSAGE(has(w, "checked mode"), w);
+  // the same settings everywhere: nothing raised, and the sums are right
+  auto fine = errors_of(3, [](local_transport& t) {
+    communicator comm(t, communicator_options{.algo = algorithm::tree});
+    std::vector<std::int64_t> v(1000, t.rank() + 1);
+    comm.allreduce(v);
+    if (v[999] != 6) throw error("test", t.rank(), "wrong sum");
+  });
+  for (const auto& w : fine) CHECK_MESSAGE(w.empty(), w);
+}
+
+TEST_CASE("seams: checked mode compares the row that runs, not the one asked for") {
+  // rank 0 asks for ring, rank 1 for automatic, which the option makes ring: they agree, and the sums are right
+  auto same = errors_of(2, [](local_transport& t) {
+    communicator comm(t, communicator_options{.checked = true, .algo = algorithm::ring});
+    std::vector<std::int64_t> v(1000, t.rank() + 1);
+    comm.allreduce(std::span<std::int64_t>(v), op::sum, t.rank() == 0 ? algorithm::ring : algorithm::automatic);
+    if (v[0] != 3 || v[999] != 3) throw error("test", t.rank(), "wrong sum");
+  });
+  for (const auto& w : same) CHECK_MESSAGE(w.empty(), w);
+  // rank 0 asks for tree, rank 1's automatic resolves to ring: both raise, naming what would run
+  auto differ = errors_of(2, [](local_transport& t) {
+    communicator comm(t, communicator_options{.checked = true, .algo = algorithm::ring});
+    std::vector<std::int64_t> v(1000, 1);
+    comm.allreduce(std::span<std::int64_t>(v), op::sum, t.rank() == 0 ? algorithm::tree : algorithm::automatic);
+  });
+  for (const auto& w : differ) CHECK_MESSAGE(has(w, "differ from rank 0 in algorithm (rank 0: tree, rank 1: ring)"), w);
+  // a first call that measures: compared before (automatic), and what it chose after; the sums are right
+  auto measured = errors_of(3, [](local_transport& t) {
+    communicator comm(t, communicator_options{.checked = true});
+    for (std::size_t count : {std::size_t{3}, std::size_t{70000}, std::size_t{3}}) {
+      std::vector<float> v(count, float(t.rank()));
+      comm.allreduce(v);
+      if (v.back() != 3.0f) throw error("test", t.rank(), "wrong sum");
+    }
+  });
+  for (const auto& w : measured) CHECK_MESSAGE(w.empty(), w);
+}
+
+TEST_CASE("seams: a second communicator over one transport is refused; split gives a stream of its own") {
+  auto what = errors_of(2, [](local_transport& t) {
+    communicator first(t);
+    try {
+      communicator second(t);
+      throw error("test", t.rank(), "a second communicator over one transport was made");
+    } catch (const error& e) {
+      if (!has(e.what(), "already has a communicator") || !has(e.what(), "local")) throw;
+    }
+    // a split has channels of its own: asynchronous ring all-reduces on both at once stay right
+    auto other = first.split(0, first.rank());
+    std::vector<std::vector<float>> a(4, std::vector<float>(300000)), b(4, std::vector<float>(300000));
+    std::vector<work> pending;
+    for (int k = 0; k < 4; ++k) {
+      std::fill(a[k].begin(), a[k].end(), float(t.rank() + k));
+      std::fill(b[k].begin(), b[k].end(), float(10 * t.rank() + k));
+      pending.push_back(first.allreduce_async(a[k], op::sum, algorithm::ring));
+      pending.push_back(other.allreduce_async(b[k], op::sum, algorithm::ring));
+    }
+    for (auto& w : pending) w.wait();
+    std::size_t wrong = 0;
+    for (int k = 0; k < 4; ++k)
+      for (std::size_t i = 0; i < a[k].size(); ++i)
+        wrong += (a[k][i] != float(1 + 2 * k)) + (b[k][i] != float(10 + 2 * k));
+    if (wrong != 0) throw error("test", t.rank(), detail::cat(wrong, " wrong elements"));
+  });
+  for (const auto& w : what) CHECK_MESSAGE(w.empty(), w);
+  // once the first is gone, the transport takes a new one
+  auto again = errors_of(2, [](local_transport& t) {
+    { communicator first(t); }
+    communicator second(t);
+    std::vector<int> v(3, 1);
+    second.allreduce(v);
+    if (v[2] != 2) throw error("test", t.rank(), "wrong sum");
+  });
+  for (const auto& w : again) CHECK_MESSAGE(w.empty(), w);
+}
+
+TEST_CASE("seams: point to point moves while other calls are pending and while the caller polls") {
+  auto what = errors_of(3, [](local_transport& t) {
+    communicator comm(t);
+    const int n = comm.size(), r = comm.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
+    // MPI's classic exchange: post the receive, send blocking, then wait
+    std::vector<double> in(200000, -1), out(200000, r);
+    auto q = comm.recv_async(in, left, 1);
+    comm.send(out, right, 1);
+    q.wait();
+    if (in[199999] != left) throw error("test", r, "recv_async + send: wrong data");
+    // an MPI-style polling loop never waits, yet both complete
+    auto s = comm.send_async(out, right, 2);
+    auto g = comm.recv_async(in, left, 2);
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (!(s.test() && g.test()))
+      if (std::chrono::steady_clock::now() > until) throw error("test", r, "polled send/recv did not complete in 20 s");
+    // a pending send beside a collective on another communicator (as the torch
+    // group keeps collectives and point to point apart)
+    auto coll = comm.split(0, r);
+    std::vector<int> sum(4, 1);
+    if (r == 0) {
+      auto w = comm.send_async(out, 1, 3);
+      coll.allreduce(sum);
+      w.wait();
+    } else if (r == 1) {
+      comm.recv(in, 0, 3);
+      coll.allreduce(sum);
+    } else {
+      coll.allreduce(sum);
+    }
+    if (sum[3] != n) throw error("test", r, "wrong sum");
+    comm.barrier();
+  }, 10s);
+  for (const auto& w : what) CHECK_MESSAGE(w.empty(), w);
+}
+
+TEST_CASE("seams: a set-up exchange that meets another call raises on every rank, never crashes") {
+  // rank 0's first two_shot maps its staging while rank 1 is a call ahead, in an 8-byte broadcast
+  auto calls = errors_of(2, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<float> v(64, 1.0f);
+    std::vector<double> one(1, 1.0);
+    comm.broadcast(one, 0);  // both ranks: the control memory is mapped here
+    if (t.rank() == 1) comm.broadcast(one, 0);
+    comm.allreduce(std::span<float>(v), op::sum, algorithm::two_shot);
+  }, 5s);
+  for (const auto& w : calls) CHECK_MESSAGE(!w.empty(), "a rank raised nothing");
+  CHECK_MESSAGE(has(calls[0] + calls[1], "mismatched"), calls[0] + " | " + calls[1]);
+  // the transport alone: a message as long as the exchange's, but of another call
+  auto raw = errors_of(2, [](local_transport& t) {
+    if (t.rank() == 0) {
+      (void)t.map_shared(4096);
+    } else {
+      std::vector<std::uint64_t> garbage(3, 0x1234);  // as long as a mapping's card and its word
+      auto s = t.isend(0, std::as_bytes(std::span(garbage)));
+      t.wait(s);
+      auto q = t.irecv(0, std::as_writable_bytes(std::span(garbage)));
+      t.wait(q);
+    }
+  }, 5s);
+  CHECK_MESSAGE(has(raw[0], "sent something other than this step's"), raw[0]);
+}
+
+TEST_CASE("seams: checked mode takes an all-to-all of uneven blocks, and names a pair that disagrees") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    auto fine = errors_of(n, [n](local_transport& t) {
+      communicator comm(t, communicator_options{.checked = true});
+      const int r = comm.rank();
+      // MoE-style: rank r sends (r * 3 + j) % 5 elements to rank j; totals differ by rank
+      std::vector<std::size_t> sends(n), recvs(n);
+      for (int j = 0; j < n; ++j) sends[j] = std::size_t(r * 3 + j) % 5, recvs[j] = std::size_t(j * 3 + r) % 5;
+      std::vector<std::int32_t> in, out(std::accumulate(recvs.begin(), recvs.end(), std::size_t{0}), -1);
+      for (int j = 0; j < n; ++j)
+        for (std::size_t i = 0; i < sends[j]; ++i) in.push_back(1000 * r + 10 * j + std::int32_t(i));
+      comm.alltoall(in, std::span<const std::size_t>(sends), out, std::span<const std::size_t>(recvs));
+      std::size_t at = 0;
+      for (int j = 0; j < n; ++j)
+        for (std::size_t i = 0; i < recvs[j]; ++i)
+          if (out[at++] != 1000 * j + 10 * r + std::int32_t(i)) throw error("test", r, "wrong element");
+    });
+    for (const auto& w : fine) CHECK_MESSAGE(w.empty(), w);
+    auto bad = errors_of(n, [n](local_transport& t) {
+      communicator comm(t, communicator_options{.checked = true});
+      const int r = comm.rank();
+      std::vector<std::size_t> sends(n, 2), recvs(n, 2);
+      if (r == 1) sends[0] = 3;  // rank 0 expects 2 from rank 1
+      std::vector<float> in(std::accumulate(sends.begin(), sends.end(), std::size_t{0})), out(2 * n);
+      comm.alltoall(in, std::span<const std::size_t>(sends), out, std::span<const std::size_t>(recvs));
+    });
+    for (const auto& w : bad) CHECK_MESSAGE(has(w, "rank 1 sends rank 0 3 elements but rank 0 receives 2"), w);
+  }
+}
+
+TEST_CASE("shm: ranks whose environments differ (RINGTREE_ALGO, RINGTREE_TRACE on one rank) raise at once") {
+  const std::string name = detail::cat("/ringtree-test-settings-", getpid());
+  for (const char* var : {"RINGTREE_ALGO", "RINGTREE_TRACE"}) {
+    CAPTURE(var);
+    auto res = rt_test::run_processes(2, [&](int rank, FILE* out) {
+      const std::string trace = detail::cat("/tmp/ringtree-test-trace-", getpid(), ".json");
+      if (std::string(var) == "RINGTREE_ALGO") setenv(var, rank == 0 ? "ring" : "recursive_doubling", 1);
+      else if (rank == 0) setenv(var, trace.c_str(), 1);
+      shm_transport t(name + var, rank, 2, shm_options{.timeout = 20s});
+      try {
+        communicator comm(t);
+        std::vector<std::int64_t> v(1, 1);
+        comm.allreduce(v);
+        std::fprintf(out, "no error, sum %lld", static_cast<long long>(v[0]));
+      } catch (const error& e) {
+        std::fprintf(out, "%s", e.what());
+      }
+      std::remove(trace.c_str());
+      return 0;
+    });
+    for (const auto& o : res) {
+      CHECK(WIFEXITED(o.status));
+      CHECK_MESSAGE(has(o.text, std::string("differ from rank 0 in ") + (std::string(var) == "RINGTREE_ALGO" ? "RINGTREE_ALGO" : "tracing")),
+                    o.text);
+    }
+  }
+}
+
+TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
+  const std::string name = detail::cat("/ringtree-test-killed-", getpid());
+  constexpr std::size_t bytes = std::size_t{64} << 20;
+  const auto seen_before = shm_entries();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // rank 1, doing what allocate does: map its segment, then wait in the exchange for rank 0
+    try {
+      shm_transport t(name, 1, 2, shm_options{.timeout = 20s});
+      (void)t.map_shared(bytes);
+    } catch (...) {
+    }
+    _exit(0);
+  }
+  shm_transport t(name, 0, 2, shm_options{.timeout = 20s});
+  // rank 1's segment, as soon as it exists (rank 1 is still filling it): then kill rank 1 there
+  std::string victim;
+  for (auto until = std::chrono::steady_clock::now() + 20s; victim.empty() && std::chrono::steady_clock::now() < until;) {
+    DIR* d = opendir("/dev/shm");
+    while (const dirent* e = d != nullptr ? readdir(d) : nullptr) {
+      struct stat st {};
+      const std::string n = e->d_name;
+      if (n.rfind("ringtree-", 0) == 0 && n.find("test") == std::string::npos && !seen_before.count(n) &&
+          fstatat(dirfd(d), e->d_name, &st, 0) == 0 && std::size_t(st.st_size) >= bytes)
+        victim = n;
+    }
+    if (d != nullptr) closedir(d);
+    if (victim.empty()) std::this_thread::sleep_for(100us);
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE_MESSAGE(!victim.empty(), "rank 1 made no segment of its own");
+  CHECK(WIFSIGNALED(status));
+  // rank 0 goes on into allocate: it raises, naming rank 1, and nothing of rank 1's is left
+  std::string what;
+  try {
+    (void)t.map_shared(bytes);
+  } catch (const error& e) {
+    what = e.what();
+  }
+  CHECK_MESSAGE(has(what, "rank 1"), what);
+  CHECK_MESSAGE(access(("/dev/shm/" + victim).c_str(), F_OK) != 0, "left in /dev/shm: " << victim);
+  // and its name says whose it was, so that any later run can tell it stale
+  CHECK_MESSAGE(has(victim, detail::cat("-", child, "-")), victim);
+}
