@@ -254,9 +254,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   MPI_Comm_free(&p2p_comm);
   const std::string how = want == "mpi" ? "mpi" : coll->one_host() ? "cluster (one host: shared memory)"
                                                                     : "cluster (" + coll->layout().describe() + " hosts)";
-  auto g = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), how);
+  auto made = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), how);
   formed(*store, rank, size, seconds);
-  return c10::make_intrusive<process_group>(rank, size, std::move(g));
+  return c10::make_intrusive<process_group>(rank, size, std::move(made));
 #else
   (void)under_mpirun;
   fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=mpi, but ringtree_torch was built without MPI"

@@ -6,7 +6,8 @@
 //   throw_exit:   the rank's thread throws (a rank of local_world dying);
 //   stall:        the rank sleeps, then goes on, as a descheduled or
 //                 swapping process would.
-// The other ranks and calls pass through untouched.
+// The other ranks and calls pass through untouched, and so does everything
+// before arm() (call it once the communicator over it is made).
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -32,12 +33,16 @@ class faulty_transport {
   int size() const noexcept { return inner_->size(); }
   memory_type memory() const noexcept { return inner_->memory(); }
 
+  // Counting starts here: the messages before (a communicator's opening
+  // exchange) pass untouched.
+  void arm() noexcept { armed_ = true; }
+
   request isend(int peer, std::span<const std::byte> data) {
-    if (rank() == faulty_ && posted_++ == after_) trigger();
+    if (armed_ && rank() == faulty_ && posted_++ == after_) trigger();
     return inner_->isend(peer, data);
   }
   request irecv(int peer, std::span<std::byte> data) {
-    if (rank() == faulty_ && posted_++ == after_) trigger();
+    if (armed_ && rank() == faulty_ && posted_++ == after_) trigger();
     return inner_->irecv(peer, data);
   }
   void wait(request& r) { inner_->wait(r); }
@@ -56,6 +61,7 @@ class faulty_transport {
   int faulty_;
   fault fault_;
   int after_, posted_ = 0;
+  bool armed_ = false;
   std::chrono::duration<double> stall_;
 };
 

@@ -562,23 +562,23 @@ class communicator {
     return a == algorithm::automatic ? std::string("automatic (not chosen yet)") : detail::cat(to_string(a), " (as asked)");
   }
   static constexpr std::uint64_t requested_bit = 0x100;  // a row not resolved before the comparison
-  static constexpr std::size_t algorithm_field = 5, argument_field = 7;
+  static constexpr std::size_t argument_field = 7;
   static constexpr detail::stated_field fields[] = {
       {"call", [](std::uint64_t v) { return std::string(to_string(collective(v))); }},
       {"count", detail::show_number},
       {"element type", [](std::uint64_t v) { return std::string(to_string(dtype(v))); }},
       {"op", [](std::uint64_t v) { return std::string(to_string(op(v))); }},
       {"root", [](std::uint64_t v) { return std::to_string(std::int64_t(v)); }},
-      {"algorithm", show_algorithm},
       {"symmetric buffer", [](std::uint64_t v) { return v == 0 ? std::string("none (private memory)") : detail::cat("number ", v); }},
+      {"algorithm", show_algorithm},
       {"argument check", detail::show_number},
   };
   // c's words, in the order of `fields`, then its pairs (all-to-all).
   static std::vector<std::uint64_t> words_of(const call& c, std::optional<algorithm> row) {
     return {std::uint64_t(c.what), std::uint64_t(c.count), std::uint64_t(c.type), std::uint64_t(c.o),
-            std::uint64_t(std::int64_t(c.root)), row ? std::uint64_t(*row) : requested_bit | std::uint64_t(c.algo),
-            c.at ? c.at->region->id : std::uint64_t{0}, std::uint64_t(c.problem.empty() ? 0 : 1), c.pairs_sent,
-            c.pairs_expected};
+            std::uint64_t(std::int64_t(c.root)), c.at ? c.at->region->id : std::uint64_t{0},
+            row ? std::uint64_t(*row) : requested_bit | std::uint64_t(c.algo), std::uint64_t(c.problem.empty() ? 0 : 1),
+            c.pairs_sent, c.pairs_expected};
   }
 
   // The transport the algorithms run on: traced when RINGTREE_TRACE is set,
@@ -625,6 +625,9 @@ class communicator {
   // measure: all ranks are here).
   template <collective C>
   void finish(call& c) {
+    // The control memory first (the first collective maps it, on every
+    // rank alike, whatever the call): what is offered depends on it.
+    if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();
     std::optional<algorithm> settled;  // the row, where finding it needs no messages
     if (opt_.checked && size() > 1) {
       if (c.problem.empty()) settled = resolve<C>(c, false);
@@ -1223,7 +1226,7 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
 
 template <transport Transport>
 void communicator<Transport>::open() {
-  claim_ = detail::transport_claim(t_, detail::transport_name<Transport>(), rank());
+  claim_ = detail::transport_claim(&detail::innermost(*t_), detail::transport_name<Transport>(), rank());
   cfg_ = config::from_env();
   hosts_ = detail::hosts_of(*t_);
   opt_.checked = opt_.checked || cfg_.check;
@@ -1234,7 +1237,8 @@ void communicator<Transport>::open() {
     // initialisation, and a temporary handle would flush the file on its way out
     trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),
                                                      detail::transport_in_process<Transport>(),
-                                                     detail::transport_name<Transport>())});
+                                                     detail::transport_name<Transport>()),
+                                          sink});
   }
   if (size() > 1) agree_on_settings();
 }
@@ -1274,8 +1278,7 @@ void communicator<Transport>::agree_on_settings() {
       {"tracing (RINGTREE_TRACE: traced calls move messages where others share memory)", show_on},
   };
   static_assert(std::size(settings) == 11);
-  auto l = lane(false);
-  const auto all = detail::gather_words(l, std::span<const std::uint64_t>(mine));
+  const auto all = detail::gather_words(detail::innermost(*t_), std::span<const std::uint64_t>(mine));
   if (auto d = detail::first_difference(all, size(), settings, mine.size()); !d.empty())
     throw error("communicator", rank(), detail::cat("the ranks opened it with different settings, so they could run different ",
                                                     "algorithms on one call: ", d, ". Give every rank the same options and RINGTREE_* variables"));

@@ -30,11 +30,16 @@ namespace detail {
 // bytes each rank moved (a program's buffers are not the trace's to show).
 class trace_sink {
  public:
+  // The sink of RINGTREE_TRACE as it is now (read when a communicator is
+  // made, as every setting is), or null; one per file, living until exit.
   static trace_sink* from_env() {
-    static trace_sink* sink = [] {
-      const char* f = config::get("RINGTREE_TRACE");
-      return f == nullptr ? nullptr : new trace_sink(f);  // lives until exit
-    }();
+    const char* f = config::get("RINGTREE_TRACE");
+    if (f == nullptr) return nullptr;
+    static std::mutex m;
+    static std::map<std::string, trace_sink*> sinks;
+    std::lock_guard lk(m);
+    auto& sink = sinks[f];
+    if (sink == nullptr) sink = new trace_sink(f);
     return sink;
   }
 
@@ -101,7 +106,8 @@ class trace_sink {
 // copy goes away.
 struct trace_handle {
   std::shared_ptr<trace_recorder> rec;
-  ~trace_handle() { trace_sink::from_env()->flush(); }
+  trace_sink* sink;
+  ~trace_handle() { sink->flush(); }
 };
 
 inline int next_communicator_id() noexcept {

@@ -103,6 +103,7 @@ seen attempt(T& ft, const scenario& s, bool checked, bool mismatch) {
   o.checked = checked;
   o.model = cost_model{};
   communicator comm(ft, o);
+  ft.arm();
   const auto t0 = std::chrono::steady_clock::now();
   seen me;
   try {

@@ -210,7 +210,8 @@ TEST_CASE("seams: a set-up exchange that meets another call raises on every rank
     comm.allreduce(std::span<float>(v), op::sum, algorithm::two_shot);
   }, 5s);
   for (const auto& w : calls) CHECK_MESSAGE(!w.empty(), "a rank raised nothing");
-  CHECK_MESSAGE(has(calls[0] + calls[1], "mismatched"), calls[0] + " | " + calls[1]);
+  const std::string both = calls[0] + " | " + calls[1];
+  CHECK_MESSAGE(has(both, "mismatched"), both);
   // the transport alone: a message as long as the exchange's, but of another call
   auto raw = errors_of(2, [](local_transport& t) {
     if (t.rank() == 0) {

@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     o.checked = mode == "mismatch-checked";
     o.model = cost_model{};
     communicator comm(ft, o);
+    ft.arm();
     auto v = std::make_unique<std::vector<float>>(1 << 18, 1.0f);
     try {
       if (mode.rfind("mismatch", 0) == 0 && rank == 1) comm.broadcast(std::span<float>(*v), 0, algorithm::ring);

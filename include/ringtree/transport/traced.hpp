@@ -298,6 +298,7 @@ class traced_transport {
   int size() const noexcept { return inner_->size(); }
   memory_type memory() const noexcept { return {inner_->memory(), rec_, world_of(rank()), pool_}; }
   trace_recorder* recorder() const noexcept { return rec_; }
+  T& inner() const noexcept { return *inner_; }
 
   request isend(int peer, std::span<const std::byte> data) {
     if (rec_ == nullptr) return {inner_->isend(peer, data)};
@@ -408,5 +409,16 @@ class traced_transport {
   std::shared_ptr<void> kept_;  // what inner_ points to, where this view owns it
 };
 
+
+namespace detail {
+// The transport under any traced views: what a communicator claims, and
+// what its own bookkeeping (the exchange when it opens) runs on, so that
+// a trace shows the program's calls only.
+template <class T>
+auto& innermost(T& t) noexcept {
+  if constexpr (requires { t.inner(); t.recorder(); }) return innermost(t.inner());
+  else return t;
+}
+}  // namespace detail
 
 }  // namespace ringtree
