@@ -634,27 +634,18 @@ class communicator {
       compare(c, std::string(to_string(C)), settled);
     }
     if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
-    const algorithm requested = c.algo;
     c.algo = *resolve<C>(c, true);
-    // The ranks agreed on `requested` only: the row that resolving it
-    // needed messages for (a measurement, the model or tuning table
+    // The ranks agreed on what they asked for only: the row that resolving
+    // it needed messages for (a measurement, the model or tuning table
     // loaded) is compared too, once per such call.
-    if (opt_.checked && size() > 1 && !settled) {
-      call resolved = c;
-      resolved.algo = requested;
-      compare(resolved, std::string(to_string(C)), c.algo);
-    }
+    if (opt_.checked && size() > 1 && !settled) compare(c, std::string(to_string(C)), c.algo);
   }
   // The row call c runs: its algorithm where offered there, else what
   // automatic picks. Nothing when finding it needs messages and `talk` is
-  // false: the first call that maps the control memory, loads the cost
-  // model or the tuning table, or measures a size bin.
+  // false: the first call that loads the cost model or the tuning table,
+  // or measures a size bin. (The control memory is mapped before.)
   template <collective C>
   std::optional<algorithm> resolve(const call& c, bool talk) {
-    if (size() > 1 && detail::maps_in_calls(*t_) && !heap_tried_) {  // stages small calls
-      if (!talk) return std::nullopt;
-      open_heap();
-    }
     std::optional<algorithm> a = c.algo;
     if (*a == algorithm::automatic) a = c.at ? pick_direct<C>(c.bytes, talk) : pick<C>(c.bytes, talk);
     if (a && !c.at) a = plain<C>(c.bytes, *a, talk);  // an empty call, above

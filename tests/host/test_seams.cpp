@@ -203,7 +203,7 @@ TEST_CASE("seams: a set-up exchange that meets another call raises on every rank
   // rank 0's first two_shot maps its staging while rank 1 is a call ahead, in an 8-byte broadcast
   auto calls = errors_of(2, [](local_transport& t) {
     communicator comm(t);
-    std::vector<float> v(64, 1.0f);
+    std::vector<float> v(1 << 16, 1.0f);  // streamed through staging, which this call maps
     std::vector<double> one(1, 1.0);
     comm.broadcast(one, 0);  // both ranks: the control memory is mapped here
     if (t.rank() == 1) comm.broadcast(one, 0);
@@ -212,19 +212,22 @@ TEST_CASE("seams: a set-up exchange that meets another call raises on every rank
   for (const auto& w : calls) CHECK_MESSAGE(!w.empty(), "a rank raised nothing");
   const std::string both = calls[0] + " | " + calls[1];
   CHECK_MESSAGE(has(both, "mismatched"), both);
-  // the transport alone: a message as long as the exchange's, but of another call
-  auto raw = errors_of(2, [](local_transport& t) {
-    if (t.rank() == 0) {
-      (void)t.map_shared(4096);
-    } else {
-      std::vector<std::uint64_t> garbage(3, 0x1234);  // as long as a mapping's card and its word
-      auto s = t.isend(0, std::as_bytes(std::span(garbage)));
-      t.wait(s);
-      auto q = t.irecv(0, std::as_writable_bytes(std::span(garbage)));
-      t.wait(q);
-    }
-  }, 5s);
-  CHECK_MESSAGE(has(raw[0], "sent something other than this step's"), raw[0]);
+  // the transport alone, meeting a message of another call: one word (what
+  // an address was), and one as long as the exchange's message now is
+  for (std::size_t words : {1, 3}) {
+    auto raw = errors_of(2, [words](local_transport& t) {
+      if (t.rank() == 0) {
+        (void)t.map_shared(4096);
+      } else {
+        std::vector<std::uint64_t> garbage(words, 0x1234);
+        auto s = t.isend(0, std::as_bytes(std::span(garbage)));
+        t.wait(s);
+        auto q = t.irecv(0, std::as_writable_bytes(std::span(garbage)));
+        t.wait(q);
+      }
+    }, 5s);
+    CHECK_MESSAGE(has(raw[0], words == 1 ? "mismatched collective calls?" : "sent something other than this step's"), raw[0]);
+  }
 }
 
 TEST_CASE("seams: checked mode takes an all-to-all of uneven blocks, and names a pair that disagrees") {

@@ -1,6 +1,8 @@
 #pragma once
 // What the POSIX parts ask of the system about processes: whether one is
 // alive (and still the same one: pids are reused), and who started whom.
+#include <ringtree/core/cxx20.hpp>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
