@@ -336,3 +336,30 @@ TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
   // and its name says whose it was, so that any later run can tell it stale
   CHECK_MESSAGE(has(victim, detail::cat("-", child, "-")), victim);
 }
+
+TEST_CASE("shm: a rank that times out on a peer stuck behind another rank names that one") {
+  // rank 2 waits on rank 0, which waits on rank 1, which stalls: rank 2
+  // names rank 1 (it once named rank 0, innocent), whoever times out first
+  const std::string name = detail::cat("/ringtree-test-chain-", getpid());
+  auto res = rt_test::run_processes(3, [&](int rank, FILE* out) {
+    shm_transport t(name, rank, 3, shm_options{.timeout = 1.5s});
+    if (rank == 1) {
+      std::this_thread::sleep_for(4s);
+      return 0;
+    }
+    std::uint64_t x = 0;
+    try {
+      auto q = t.irecv(rank == 0 ? 1 : 0, std::as_writable_bytes(std::span(&x, 1)));
+      t.wait(q);
+      std::fprintf(out, "no error");
+    } catch (const timeout_error& e) {
+      std::fprintf(out, "peer %d: %s", e.peer(), e.what());
+    } catch (const error& e) {
+      std::fprintf(out, "not a timeout: %s", e.what());
+    }
+    return 0;
+  });
+  CHECK_MESSAGE(has(res[0].text, "peer 1: "), res[0].text);
+  CHECK_MESSAGE(has(res[2].text, "peer 1: "), res[2].text);
+  CHECK_MESSAGE(has(res[2].text, "for rank 1"), res[2].text);
+}

@@ -414,7 +414,7 @@ class mpi_transport {
       if (b.rank != peer && whole_of(q) == b.rank) named = q;
     throw timeout_error(r.recv_ ? "recv" : "send", rank_, named,
                         detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
-                                    whole_.empty() ? "" : detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)"),
+                                    whole_.empty() || b.chain.empty() ? "" : detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)"),
                                     b.chain, " (RINGTREE_TIMEOUT): ", b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank),
                                     " stalled, died or is in another call"));
   }
