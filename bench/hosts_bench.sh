@@ -26,7 +26,7 @@ for rate in "${rates[@]}"; do
   for map in node slot; do
     echo "=== 2 hosts x 2 ranks, links shaped to $rate each way, --map-by $map"
     bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/bench/pingpong" | grep -v '^hosts.sh\|ranks on:'
-    bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/bench/ringtree-perf" -t cluster -b 64M -e 64M -w 1 -n 3 --rounds 3 \
+    bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/tools/ringtree-perf" -t cluster -b 64M -e 64M -w 1 -n 3 --rounds 3 \
       -a hierarchical,ring,automatic,mpi | grep -v '^hosts.sh\|ranks on:'
     bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/bench/grad_sync_bench" cluster | grep -v '^hosts.sh\|ranks on:\|overlap'
   done

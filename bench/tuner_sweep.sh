@@ -25,7 +25,7 @@ for t in ${TRANSPORTS:-mpi shm}; do
   export RINGTREE_CACHE_DIR=$tmp/cache-$t
   start=$(date +%s.%N)
   for i in $(seq "$reps"); do
-    mpirun --oversubscribe -np "$np" "$build/bench/ringtree-perf" -t "$t" -b 8 -e "$max" -f "$factor" -c 0 \
+    mpirun --oversubscribe -np "$np" "$build/tools/ringtree-perf" -t "$t" -b 8 -e "$max" -f "$factor" -c 0 \
       -a "$algos,automatic,mpi" --rounds "$rounds" --csv "$tmp/$t-$i.csv" >/dev/null
   done
   echo "# transport $t, $np ranks, medians of $reps runs x $rounds rounds (us), fresh cache: $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.0f", e-s}') s in all"

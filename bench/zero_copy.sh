@@ -16,7 +16,7 @@ set -euo pipefail
 build=${1:?usage: bench/zero_copy.sh BUILD [REPS]}
 reps=${2:-3}
 rows=${3:-private symmetric over mpi}
-perf=$build/bench/ringtree-perf
+perf=$build/tools/ringtree-perf
 [ -x "$perf" ] || { echo "zero_copy.sh: no $perf (build first)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)

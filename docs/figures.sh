@@ -39,16 +39,16 @@ while IFS= read -r line; do
   if [[ $line =~ ^'<!-- figure: '([^ ]+)' = ringtree-trace '(.*)' -->'$ ]]; then
     file=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
     command -v node >/dev/null || { echo "docs/figures.sh: no node (Debian: nodejs) to draw $file"; exit 1; }
-    if [ -z "$renderer" ]; then renderer=$work/renderer.js; "$build/bench/ringtree-trace" --print-renderer >"$renderer"; fi
+    if [ -z "$renderer" ]; then renderer=$work/renderer.js; "$build/tools/ringtree-trace" --print-renderer >"$renderer"; fi
     # shellcheck disable=SC2086  # ARGS: words on purpose
-    "$build/bench/ringtree-trace" $args --json "$work/story.json" >/dev/null
+    "$build/tools/ringtree-trace" $args --json "$work/story.json" >/dev/null
     node -e 'const RT = require(process.argv[1]); process.stdout.write(RT.strip(JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"))));' \
       "$renderer" "$work/story.json" >"$work/made"
     made "$file"
   elif [[ $line =~ ^'<!-- page: '([^ ]+)' = ringtree-trace '(.*)' -->'$ ]]; then
     file=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
     # shellcheck disable=SC2086
-    "$build/bench/ringtree-trace" $args --html "$work/made" >/dev/null
+    "$build/tools/ringtree-trace" $args --html "$work/made" >/dev/null
     made "$file"
   fi
   if [[ $line =~ ^'<!-- generated: '(ringtree-trace|ringtree-model)' '(.*)' -->'$ ]]; then

@@ -8,8 +8,8 @@
 #include <ringtree/core/reduce.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/local.hpp>
-#include <ringtree/transport/traced.hpp>
+#include <ringtree/trace/traced.hpp>
 #include <ringtree/algorithms/table.hpp>
-#include <ringtree/tuner.hpp>
+#include <ringtree/tuning/cost_model.hpp>
 #include <ringtree/communicator.hpp>
 #include <ringtree/prebuilt.hpp>  // nothing unless RINGTREE_PREBUILT

@@ -11,7 +11,7 @@
 
 #include "fuzz_check.hpp"
 
-#include <ringtree/calibration.hpp>
+#include <ringtree/tuning/calibration.hpp>
 #include <ringtree/communicator.hpp>
 #include <ringtree/core/config.hpp>
 

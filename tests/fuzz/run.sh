@@ -19,7 +19,7 @@ cxx=$(command -v clang++ || command -v clang++-14 || true)
 mkdir -p "$out"
 rm -f "$out"/crash-* "$out"/leak-* "$out"/timeout-*  # a fixed bug must not fail later runs
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -pthread
-       -I"$root/include" -I"$root/bench")
+       -I"$root/include" -I"$root/tools")
 echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$out/probe.cpp"
 "$cxx" "${flags[@]}" "$out/probe.cpp" -o "$out/probe" 2>/dev/null ||
   { echo "SKIP: $cxx cannot link libFuzzer (apt-get install libclang-rt-14-dev)"; exit 77; }

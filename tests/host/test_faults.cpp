@@ -20,7 +20,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/shm.hpp>
 
-#include "../collective_check.hpp"
+#include "../../tools/collective_check.hpp"
 #include "../fault_transport.hpp"
 #include "../process_check.hpp"
 #include "host_check.hpp"

@@ -16,7 +16,7 @@
 
 #include <ringtree/ringtree.hpp>
 
-#include "../collective_check.hpp"
+#include "../../tools/collective_check.hpp"
 #include "../json_check.hpp"
 
 using namespace ringtree;

@@ -1,4 +1,4 @@
-// The stories ringtree-trace tells (teach.hpp): every rank's buffer after
+// The stories ringtree-trace tells (trace/teach.hpp): every rank's buffer after
 // every step, exactly, against hand-worked expectations; the messages; the
 // cost terms; and the Chrome trace's clock.
 #include <doctest/doctest.h>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/teach.hpp>
-#include <ringtree/trace_page.hpp>
+#include <ringtree/trace/teach.hpp>
+#include <ringtree/trace/page.hpp>
 
 #include "../json_check.hpp"
 #include "host_check.hpp"

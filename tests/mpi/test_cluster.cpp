@@ -12,7 +12,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/cluster.hpp>
 
-#include "../collective_check.hpp"
+#include "../../tools/collective_check.hpp"
 #include "mpi_check.hpp"
 
 using namespace ringtree;

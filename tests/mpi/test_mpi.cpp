@@ -13,7 +13,7 @@
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/transport/shm_mpi.hpp>
 
-#include "../collective_check.hpp"
+#include "../../tools/collective_check.hpp"
 #include "mpi_check.hpp"
 
 using namespace ringtree;

@@ -45,7 +45,7 @@ struct chunk_sizes {
   std::size_t stream_bytes = std::size_t{1} << 20;       // each rank's staging for private calls that stream: two segments the caches hold
 };
 
-// What one call costs in the cost model's units (tuner.hpp).
+// What one call costs in the cost model's units (tuning/cost_model.hpp).
 struct cost_counts {
   double steps = 0;        // latency steps: the longest chain of dependent messages
   double bytes = 0;        // the most bytes one rank sends, or receives, whichever is more
@@ -60,7 +60,7 @@ struct placement {
   int ranks;
   std::size_t bytes;  // what the call moves (see tuner.hpp)
   memory_kind memory;
-  bool symmetric = false;  // the call's buffers lie in symmetric memory (transport/symmetric.hpp)
+  bool symmetric = false;  // the call's buffers lie in symmetric memory (memory/symmetric.hpp)
   bool staging = false;    // private buffers may stream through the ranks' shared staging memory (ditto)
   int hosts = 1;           // the hosts the ranks span (a hierarchical transport, transport/hosts.hpp)
 };

@@ -2,7 +2,7 @@
 // Direct algorithms, for spans inside symmetric buffers (comm.allocate):
 // every rank reads (or, for scatter, writes) its peers' memory itself, so
 // each byte is copied once, with no staging and no messages. They are
-// written against symmetric_window (transport/symmetric.hpp) as the others
+// written against symmetric_window (memory/symmetric.hpp) as the others
 // are against the transport concept: publish my span, read the peers',
 // say when a part of mine is written, say when I read nobody any more.
 // The window's memory object copies and reduces, so host and device

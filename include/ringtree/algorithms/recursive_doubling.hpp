@@ -9,7 +9,7 @@
 // minus the largest power of two p below n) pair up; each even one hands
 // its buffer to its odd neighbour and sits out, leaving p ranks, which get
 // the result back at the end (2 extra messages for those pairs, and one or
-// two more steps on the longest chain: see the model in tuner.hpp).
+// two more steps on the longest chain: see the model in tuning/cost_model.hpp).
 //
 // Partners combine "lower rank's data first", so both compute the same
 // expression and every rank ends with the same bits.

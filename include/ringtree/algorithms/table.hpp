@@ -4,7 +4,7 @@
 // ...). A row says its name, where it is offered, its cost counts and how
 // it runs. Everything that needs to know the algorithms reads this list:
 // names (RINGTREE_ALGO and the tools' flags), dispatch and automatic
-// (communicator.hpp), the cost model (tuner.hpp), the docs tables
+// (communicator.hpp), the cost model (tuning/cost_model.hpp), the docs tables
 // (ringtree-model --table) and the count tests.
 //
 // Adding an algorithm: write its file with its row, add the row here (and

@@ -26,7 +26,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
-#include <ringtree/transport/shared_mapping.hpp>
+#include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree {
@@ -78,7 +78,7 @@ class local_transport {
   using memory_type = host_memory;
   static constexpr const char* name = "local";
   static constexpr bool in_process = true;  // every rank is a thread of this process
-  static constexpr bool maps_in_calls() noexcept { return true; }  // shared_mapping.hpp
+  static constexpr bool maps_in_calls() noexcept { return true; }  // memory/shared_mapping.hpp
 
   class request {
    public:
@@ -133,7 +133,7 @@ class local_transport {
   // transport's ranks in the new order, `index` this rank's place).
   std::unique_ptr<local_transport> split(int color, int key, std::span<const int> members, int index);
 
-  // Symmetric memory (shared_mapping.hpp), a collective call: each rank's
+  // Symmetric memory (memory/shared_mapping.hpp), a collective call: each rank's
   // region comes from the heap, first touched by its owner; every rank
   // holds a reference to every region, so none is freed while a peer that
   // failed half-way may still read it.

@@ -44,8 +44,8 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
-#include <ringtree/transport/segments.hpp>
-#include <ringtree/transport/shared_mapping.hpp>
+#include <ringtree/memory/segments.hpp>
+#include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/wait_board.hpp>
 
@@ -248,7 +248,7 @@ class mpi_transport {
     return t;
   }
 
-  // Symmetric memory (shared_mapping.hpp), a collective call: an MPI-3
+  // Symmetric memory (memory/shared_mapping.hpp), a collective call: an MPI-3
   // shared window (MPI_Win_allocate_shared) when every rank of the
   // communicator is on this host; nothing when they are not (symmetric
   // buffers are then plain memory and the usual algorithms run). Freed by
@@ -306,8 +306,8 @@ class mpi_transport {
   }
 
   // Control memory and staging, mapped in collective calls (maps_in_calls,
-  // shared_mapping.hpp) where every rank is on this host: POSIX segments
-  // (segments.hpp), set up with this transport's own messages under its
+  // memory/shared_mapping.hpp) where every rank is on this host: POSIX segments
+  // (memory/segments.hpp), set up with this transport's own messages under its
   // timeout and freed without the peers. (None where the ranks, on one
   // host by name, see different /dev/shm: every rank then gets nothing.)
   bool maps_in_calls() const noexcept { return one_host_; }

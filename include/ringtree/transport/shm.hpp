@@ -66,8 +66,8 @@
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/posix.hpp>
-#include <ringtree/transport/segments.hpp>
-#include <ringtree/transport/shared_mapping.hpp>
+#include <ringtree/memory/segments.hpp>
+#include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/wait_board.hpp>
 
@@ -455,7 +455,7 @@ class slot_transport {
  public:
   using memory_type = typename Slots::memory_type;
   static constexpr const char* name = Slots::name;
-  static constexpr bool maps_in_calls() noexcept { return std::same_as<Slots, detail::host_slots>; }  // shared_mapping.hpp
+  static constexpr bool maps_in_calls() noexcept { return std::same_as<Slots, detail::host_slots>; }  // memory/shared_mapping.hpp
 
   class request {
    public:
@@ -543,7 +543,7 @@ class slot_transport {
 
   memory_type memory() const noexcept { return slots_.memory(); }
 
-  // Symmetric memory (shared_mapping.hpp), a collective call: memory of
+  // Symmetric memory (memory/shared_mapping.hpp), a collective call: memory of
   // the slots' kind, mapped by every rank: a POSIX segment per rank on the
   // host (map_control), or what a device policy shares (cuda_slots).
   std::optional<shared_mapping> map_shared(std::size_t bytes) {
@@ -557,7 +557,7 @@ class slot_transport {
       return map_control(bytes);
     }
   }
-  // Host memory in a POSIX segment per rank, mapped by all (segments.hpp):
+  // Host memory in a POSIX segment per rank, mapped by all (memory/segments.hpp):
   // symmetric memory's control lines and staging, whatever the slots' kind.
   std::optional<shared_mapping> map_control(std::size_t bytes) {
     check_usable("symmetric memory");

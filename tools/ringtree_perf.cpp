@@ -17,7 +17,7 @@
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/transport/cluster.hpp>
 
-#include "../tests/collective_check.hpp"
+#include "collective_check.hpp"
 #include "mpi_reference.hpp"
 #include "perf_args.hpp"
 

@@ -1,5 +1,5 @@
 // ringtree-trace: watch a collective move data, step by step, on threads
-// (ringtree/teach.hpp). The text view prints every step's messages and
+// (ringtree/trace/teach.hpp). The text view prints every step's messages and
 // every rank's buffer after it; --diagram a table of the messages (the
 // figures of docs/algorithms.md); --html an interactive page; --json the
 // story behind it; --chrome the run for ui.perfetto.dev.
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/teach.hpp>
-#include <ringtree/trace_page.hpp>
+#include <ringtree/trace/teach.hpp>
+#include <ringtree/trace/page.hpp>
 
-#include "perf_args.hpp"
+#include "cli.hpp"
 
 using namespace ringtree;
 
@@ -55,13 +55,8 @@ std::string help() {
          "  ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 --html ring.html\n";
 }
 
-[[noreturn]] void bad(const std::string& why) {
-  std::fprintf(stderr, "ringtree-trace: %s\n(ringtree-trace --help lists the choices)\n", why.c_str());
-  std::exit(2);
-}
-
 args parse(int argc, char** argv) {
-  perf::detail_::tool() = "ringtree-trace";
+  cli::tool() = "ringtree-trace";
   args a;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
@@ -77,24 +72,24 @@ args parse(int argc, char** argv) {
       a.renderer = true;
       continue;
     }
-    if (i + 1 >= argc) bad(f + " needs a value");
+    if (i + 1 >= argc) cli::usage_error(f + " needs a value");
     const std::string v = argv[++i];
     try {
-      if (f == "--collective") a.w.what = perf::parse_collective(v, f, true);
+      if (f == "--collective") a.w.what = cli::parse_collective(v, f, true);
       else if (f == "--algo") {
         const auto algo = algorithm_from_string(v);
-        if (!algo) bad("--algo: unknown algorithm '" + v + "' (one of: " + detail::algorithm_names_list() + ", automatic)");
+        if (!algo) cli::usage_error("--algo: unknown algorithm '" + v + "' (one of: " + detail::algorithm_names_list() + ", automatic)");
         a.w.algo = *algo;
-      } else if (f == "--ranks") a.w.ranks = static_cast<int>(perf::detail_::parse_int(f, v, 1, 64));
-      else if (f == "--count") a.w.count = static_cast<std::size_t>(perf::detail_::parse_int(f, v, 0, 64));
-      else if (f == "--root") a.w.root = static_cast<int>(perf::detail_::parse_int(f, v, 0, 63));
-      else if (f == "--hosts") a.w.hosts = static_cast<int>(perf::detail_::parse_int(f, v, 1, 64));
+      } else if (f == "--ranks") a.w.ranks = static_cast<int>(cli::parse_int(f, v, 1, 64));
+      else if (f == "--count") a.w.count = static_cast<std::size_t>(cli::parse_int(f, v, 0, 64));
+      else if (f == "--root") a.w.root = static_cast<int>(cli::parse_int(f, v, 0, 63));
+      else if (f == "--hosts") a.w.hosts = static_cast<int>(cli::parse_int(f, v, 1, 64));
       else if (f == "--chrome") a.chrome = v;
       else if (f == "--html") a.html = v;
       else if (f == "--json") a.json = v;
-      else bad("unknown flag '" + f + "'");
+      else cli::usage_error("unknown flag '" + f + "'");
     } catch (const error& e) {
-      bad(perf::plain(e));
+      cli::usage_error(cli::plain(e));
     }
   }
   return a;
@@ -137,7 +132,7 @@ int main(int argc, char** argv) {
   try {
     s = watch(a.w, a.chrome.empty() ? nullptr : &chrome);
   } catch (const error& e) {
-    bad(perf::plain(e));
+    cli::usage_error(cli::plain(e));
   }
   const int n = s.ranks, steps = static_cast<int>(s.steps.size());
   const bool blocked = a.w.what == collective::scatter || a.w.what == collective::gather || a.w.what == collective::reduce_scatter ||

@@ -12,9 +12,12 @@
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/reduce.hpp>
-#include <ringtree/tuner.hpp>
+#include <ringtree/tuning/cost_model.hpp>
+
+#include "cli.hpp"
 
 namespace ringtree::perf {
+using namespace ringtree::cli;
 
 struct options {
   std::size_t min_bytes = 8, max_bytes = std::size_t{64} << 20;
@@ -80,82 +83,6 @@ Example:
 )";
 }
 
-namespace detail_ {
-// The tool whose flags these are (ringtree-perf, ringtree-trace, ringtree-model): its errors name it.
-inline std::string& tool() {
-  static std::string name = "ringtree-perf";
-  return name;
-}
-[[noreturn]] inline void bad(const std::string& what) { throw error(tool(), -1, what + " (see " + tool() + " --help)"); }
-
-inline std::vector<std::string> split(std::string_view s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == ',') { out.push_back(cur); cur.clear(); }
-    else cur += c;
-  }
-  out.push_back(cur);
-  return out;
-}
-
-inline long parse_int(const std::string& flag, std::string_view s, long lo, long hi) {
-  if (s.empty()) bad(flag + " needs a number");
-  long v = 0;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) bad(flag + ": '" + std::string(s) + "' is not a whole number");
-    v = v * 10 + (c - '0');
-    if (v > hi) bad(flag + ": " + std::string(s) + " is above " + std::to_string(hi));
-  }
-  if (v < lo) bad(flag + ": " + std::string(s) + " is below " + std::to_string(lo));
-  return v;
-}
-}  // namespace detail_
-
-inline std::size_t parse_size(const std::string& flag, std::string s);
-// A pipeline granularity: a size of at least one byte.
-inline std::size_t parse_chunk(const std::string& flag, const std::string& s) {
-  const std::size_t v = parse_size(flag, s);
-  if (v == 0) detail_::bad(flag + ": " + s + " is below 1 byte");
-  return v;
-}
-
-// "8", "64K", "256M", "1G", optionally followed by "B".
-inline std::size_t parse_size(const std::string& flag, std::string s) {
-  if (!s.empty() && (s.back() == 'B' || s.back() == 'b')) s.pop_back();
-  std::size_t mult = 1;
-  if (!s.empty()) {
-    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
-      case 'K': mult = std::size_t{1} << 10; break;
-      case 'M': mult = std::size_t{1} << 20; break;
-      case 'G': mult = std::size_t{1} << 30; break;
-      default: break;
-    }
-    if (mult != 1) s.pop_back();
-  }
-  const long v = detail_::parse_int(flag, s, 0, 1L << 40);
-  return static_cast<std::size_t>(v) * mult;
-}
-
-// `barrier`: whether the tool takes it (it has no size to sweep).
-inline collective parse_collective(const std::string& s, const std::string& flag = "-o", bool barrier = false) {
-  std::string names;
-  for (collective c : all_collectives) {
-    if (c == collective::barrier && !barrier) continue;
-    if (s == to_string(c)) return c;
-    names += (names.empty() ? "" : ", ") + std::string(to_string(c));
-  }
-  detail_::bad(flag + ": unknown collective '" + s + "' (one of: " + names + ")");
-}
-// An error's message without "ringtree: TOOL: " and the source location:
-// what a command line tool prints.
-inline std::string plain(const error& e) {
-  std::string w = e.what();
-  if (const auto at = w.find(e.call() + ": "); w.rfind("ringtree: ", 0) == 0 && at != std::string::npos) w.erase(0, at + e.call().size() + 2);
-  if (const auto at = w.rfind(" ["); at != std::string::npos && w.back() == ']') w.erase(at);
-  return w;
-}
-
 inline options parse(int argc, const char* const* argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
@@ -167,7 +94,7 @@ inline options parse(int argc, const char* const* argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     } else {
-      if (i + 1 >= argc) detail_::bad(flag.rfind("-", 0) == 0 ? flag + " needs a value" : "unexpected argument '" + flag + "'");
+      if (i + 1 >= argc) bad(flag.rfind("-", 0) == 0 ? flag + " needs a value" : "unexpected argument '" + flag + "'");
       value = argv[++i];
     }
     if (flag == "-b" || flag == "--minbytes") o.min_bytes = parse_size(flag, value);
@@ -176,45 +103,45 @@ inline options parse(int argc, const char* const* argv) {
       char* end = nullptr;
       o.factor = std::strtod(value.c_str(), &end);
       if (end == value.c_str() || *end != '\0' || !(o.factor > 1.0) || o.factor > 1024)
-        detail_::bad(flag + ": expected a factor above 1, got '" + value + "'");
+        bad(flag + ": expected a factor above 1, got '" + value + "'");
     } else if (flag == "-o" || flag == "--collective") {
       o.collectives.clear();
-      for (auto& c : detail_::split(value)) o.collectives.push_back(parse_collective(c));
+      for (auto& c : split(value)) o.collectives.push_back(parse_collective(c));
     } else if (flag == "-a" || flag == "--algo") {
       o.algos.clear();
-      for (auto& a : detail_::split(value)) {
-        if (a != "mpi" && a != "memcpy" && !algorithm_from_string(a)) detail_::bad("-a: unknown algorithm '" + a + "'");
+      for (auto& a : split(value)) {
+        if (a != "mpi" && a != "memcpy" && !algorithm_from_string(a)) bad("-a: unknown algorithm '" + a + "'");
         o.algos.push_back(a);
       }
     } else if (flag == "-d" || flag == "--datatype") {
       bool found = false;
       for (int k = 0; k <= static_cast<int>(dtype::bfloat16); ++k)
         if (value == to_string(static_cast<dtype>(k))) { o.type = static_cast<dtype>(k); found = true; }
-      if (!found) detail_::bad("-d: unknown element type '" + value + "'");
+      if (!found) bad("-d: unknown element type '" + value + "'");
     } else if (flag == "-r" || flag == "--redop") {
       bool found = false;
       for (int k = 0; k <= static_cast<int>(op::avg); ++k)
         if (value == to_string(static_cast<op>(k))) { o.redop = static_cast<op>(k); found = true; }
-      if (!found) detail_::bad("-r: unknown reduction op '" + value + "'");
-    } else if (flag == "-R" || flag == "--root") o.root = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
-    else if (flag == "-w" || flag == "--warmup") o.warmup = static_cast<int>(detail_::parse_int(flag, value, 0, 1 << 20));
-    else if (flag == "-n" || flag == "--iters") o.iters = static_cast<int>(detail_::parse_int(flag, value, 1, 1 << 20));
+      if (!found) bad("-r: unknown reduction op '" + value + "'");
+    } else if (flag == "-R" || flag == "--root") o.root = static_cast<int>(parse_int(flag, value, 0, 1 << 20));
+    else if (flag == "-w" || flag == "--warmup") o.warmup = static_cast<int>(parse_int(flag, value, 0, 1 << 20));
+    else if (flag == "-n" || flag == "--iters") o.iters = static_cast<int>(parse_int(flag, value, 1, 1 << 20));
     else if (flag == "--ring-chunk") o.chunks.ring_chunk_bytes = parse_chunk(flag, value);
     else if (flag == "--tree-chunk") o.chunks.tree_chunk_bytes = parse_chunk(flag, value);
     else if (flag == "--stream-bytes") o.chunks.stream_bytes = parse_chunk(flag, value);
-    else if (flag == "--rounds") o.rounds = static_cast<int>(detail_::parse_int(flag, value, 1, 1000));
-    else if (flag == "-c" || flag == "--check") o.check = detail_::parse_int(flag, value, 0, 1) == 1;
+    else if (flag == "--rounds") o.rounds = static_cast<int>(parse_int(flag, value, 1, 1000));
+    else if (flag == "-c" || flag == "--check") o.check = parse_int(flag, value, 0, 1) == 1;
     else if (flag == "-t" || flag == "--transport") {
       if (value != "mpi" && value != "shm" && value != "cluster")
-        detail_::bad("-t: unknown transport '" + value + "' (available: mpi, shm, cluster)");
+        bad("-t: unknown transport '" + value + "' (available: mpi, shm, cluster)");
       o.transport = value;
     } else if (flag == "--csv") o.csv = value;
     else if (flag == "--json") o.json = value;
     else if (flag == "--plot") o.plot = value;
-    else detail_::bad("unknown flag '" + flag + "'");
+    else bad("unknown flag '" + flag + "'");
   }
   if (o.min_bytes > o.max_bytes)
-    detail_::bad("-b " + std::to_string(o.min_bytes) + " is larger than -e " + std::to_string(o.max_bytes));
+    bad("-b " + std::to_string(o.min_bytes) + " is larger than -e " + std::to_string(o.max_bytes));
   return o;
 }
 

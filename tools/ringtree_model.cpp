@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include <ringtree/tuner.hpp>
+#include <ringtree/tuning/cost_model.hpp>
 
-#include "perf_args.hpp"
+#include "cli.hpp"
 
 using namespace ringtree;
 
@@ -48,18 +48,6 @@ std::string help() {
          "  ringtree-model --collective allreduce --ranks 8,1024 --sizes 64K,256M --alpha-us 3 --gbps 100\n";
 }
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "ringtree-model: %s\n(ringtree-model --help lists the choices)\n", why.c_str());
-  std::exit(2);
-}
-
-double number(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || !(x >= 0)) usage(flag + ": expected a number >= 0, got '" + v + "'");
-  return x;
-}
-
 std::string human_time(double s) {
   char buf[32];
   if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
@@ -71,7 +59,7 @@ std::string human_time(double s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  perf::detail_::tool() = "ringtree-model";
+  cli::tool() = "ringtree-model";
   cost_model m;
   m.alpha = 3e-6;
   m.beta = 8.0 / 100e9;
@@ -92,25 +80,25 @@ int main(int argc, char** argv) {
                   detail::algorithm_names_list().c_str());
       return 0;
     }
-    if (i + 1 >= argc) usage(f + " needs a value");
+    if (i + 1 >= argc) cli::usage_error(f + " needs a value");
     const std::string v = argv[++i];
     try {
-      if (f == "--alpha-us") m.alpha = number(f, v) * 1e-6;
-      else if (f == "--gbps") m.beta = 8.0 / (number(f, v) * 1e9);
-      else if (f == "--gamma-ns") m.gamma = number(f, v) * 1e-9;
-      else if (f == "--knee") m.knee = number(f, v);
-      else if (f == "--above-us") m.alpha_above = number(f, v) * 1e-6;
-      else if (f == "--collective") c = perf::parse_collective(v, f, true);
-      else if (f == "--per-host") per_host = static_cast<int>(perf::detail_::parse_int(f, v, 1, 1 << 20));
-      else if (f == "--net-alpha-us") m.alpha_net = number(f, v) * 1e-6;
-      else if (f == "--net-gbps") m.beta_net = 8.0 / (number(f, v) * 1e9);
+      if (f == "--alpha-us") m.alpha = cli::parse_number(f, v) * 1e-6;
+      else if (f == "--gbps") m.beta = 8.0 / (cli::parse_number(f, v) * 1e9);
+      else if (f == "--gamma-ns") m.gamma = cli::parse_number(f, v) * 1e-9;
+      else if (f == "--knee") m.knee = cli::parse_number(f, v);
+      else if (f == "--above-us") m.alpha_above = cli::parse_number(f, v) * 1e-6;
+      else if (f == "--collective") c = cli::parse_collective(v, f, true);
+      else if (f == "--per-host") per_host = static_cast<int>(cli::parse_int(f, v, 1, 1 << 20));
+      else if (f == "--net-alpha-us") m.alpha_net = cli::parse_number(f, v) * 1e-6;
+      else if (f == "--net-gbps") m.beta_net = 8.0 / (cli::parse_number(f, v) * 1e9);
       else if (f == "--ranks") {
         ranks.clear();
-        for (auto& r : perf::detail_::split(v)) ranks.push_back(static_cast<int>(perf::detail_::parse_int(f, r, 1, 1 << 20)));
-      } else if (f == "--sizes") sizes = perf::detail_::split(v);
-      else usage("unknown flag '" + f + "'");
+        for (auto& r : cli::split(v)) ranks.push_back(static_cast<int>(cli::parse_int(f, r, 1, 1 << 20)));
+      } else if (f == "--sizes") sizes = cli::split(v);
+      else cli::usage_error("unknown flag '" + f + "'");
     } catch (const error& e) {
-      usage(perf::plain(e));
+      cli::usage_error(cli::plain(e));
     }
   }
   std::printf("Predicted %s times: alpha %.3g us per step, beta %.3g ns/B (%.0f Gb/s), gamma %.3g ns/B reduced",
@@ -118,7 +106,7 @@ int main(int argc, char** argv) {
   if (m.knee > 0) std::printf(", +%.3g us per step above %.0f B", m.alpha_above * 1e6, m.knee);
   if (per_host > 0) {
     for (int n : ranks)
-      if (n % per_host != 0) usage(detail::cat("--ranks ", n, " is not a whole number of hosts of --per-host ", per_host));
+      if (n % per_host != 0) cli::usage_error(detail::cat("--ranks ", n, " is not a whole number of hosts of --per-host ", per_host));
     std::printf("; hosts of %d ranks, between hosts alpha %.3g us, beta %.3g ns/B (%.0f Gb/s) per host's link", per_host,
                 (m.alpha_net < 0 ? m.alpha : m.alpha_net) * 1e6, (m.beta_net < 0 ? m.beta : m.beta_net) * 1e9,
                 8 / (m.beta_net < 0 ? m.beta : m.beta_net) / 1e9);
@@ -132,9 +120,9 @@ int main(int argc, char** argv) {
   for (const auto& size : sizes) {
     std::size_t bytes = 0;
     try {
-      bytes = perf::parse_size("--sizes", size);
+      bytes = cli::parse_size("--sizes", size);
     } catch (const error& e) {
-      usage(perf::plain(e));
+      cli::usage_error(cli::plain(e));
     }
     std::printf(per_host > 0 ? "\n%s bytes:\n\n| hosts x ranks |" : "\n%s bytes:\n\n| ranks |", size.c_str());
     for (auto a : offer) std::printf(" %s |", std::string(to_string(a)).c_str());

@@ -1,0 +1,196 @@
+#pragma once
+// Dispatch: how a call reaches the row that runs it.
+//
+//   start     the call's arguments, checked (call.hpp); where it lies:
+//             symmetric memory (comm.allocate) or private memory
+//   finish    raise on bad arguments; checked mode compares the call;
+//             automatic resolved (chooser.hpp; may measure)
+//   run_row   one of four routes to the row's code:
+//     window    a symmetric call on a direct row: peers read its buffer
+//     staged    a small private call on a row that stages: copied through
+//               the control memory's slots, then as a window
+//     streamed  a private call on a row that streams: chunks pass through
+//               this rank's staging (staging.hpp)
+//     messages  every other call: the row runs over the transport (traced
+//               where RINGTREE_TRACE is set)
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include <ringtree/communicator.hpp>
+
+namespace ringtree {
+
+namespace detail {
+// The first argument's size in bytes, where it is a span: what decides
+// whether a row stages the call.
+template <class X, class... A>
+std::size_t first_span_bytes(const X& x, const A&...) noexcept {
+  if constexpr (requires { x.size_bytes(); }) return x.size_bytes();
+  else return 0;
+}
+inline std::size_t first_span_bytes() noexcept { return 0; }
+}  // namespace detail
+
+// `elems`: how many elements the call's size is, checked to fit in bytes.
+// `sym`: the span whose place decides whether the call runs on
+// symmetric memory (each collective names one that every rank passes).
+template <transport Transport>
+template <class E, class S>
+detail::collective_call communicator<Transport>::start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems,
+                                                       std::span<S> sym) {
+  quiesce();  // after the asynchronous calls made before
+  detail::collective_call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
+  c.bytes = c.template require_fits<E>(elems);
+  // (not an empty span: one at the end of a buffer is also at the start
+  // of the next, and ranks could tell them apart differently)
+  if (shared_.heap && !sym.empty())
+    if ((c.at = shared_.heap->find(sym.data(), sym.size_bytes()))) c.at_bytes = sym.size_bytes();
+  const bool rooted = what == collective::broadcast || what == collective::reduce ||
+                      what == collective::scatter || what == collective::gather;
+  if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
+  // An empty call may name a symmetric-only row: it moves nothing (finish picks a plain one).
+  const bool symmetric = c.at.has_value() || sym.empty();
+  if (a != algorithm::automatic && !detail::offers(what, a, placed(c.bytes, symmetric))) {
+    const placement at = placed(c.bytes, symmetric);  // the message is built only when needed
+    c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
+              size(), " ranks (available: ", detail::offered_names(what, &at), ")");
+  }
+  return c;
+}
+
+// Raise on bad arguments; in checked mode, first agree across ranks on
+// the call and the row that will run. Then resolve automatic (which may
+// measure: all ranks are here).
+template <transport Transport>
+template <collective C>
+void communicator<Transport>::finish(call& c) {
+  // The control memory first (the first collective maps it, on every
+  // rank alike, whatever the call): what is offered depends on it.
+  if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();
+  std::optional<algorithm> settled;  // the row, where finding it needs no messages
+  if (opt_.checked && size() > 1) {
+    if (c.problem.empty()) settled = resolve<C>(c, false);
+    {
+      auto l = lane();
+      detail::compare_calls(l, c, std::string(to_string(C)), settled);
+    }
+  }
+  if (!c.problem.empty()) throw error(std::string(to_string(C)), rank(), c.problem);
+  c.algo = *resolve<C>(c, true);
+  // The ranks agreed on what they asked for only: the row that resolving
+  // it needed messages for (a measurement, the model or tuning table
+  // loaded) is compared too, once per such call.
+  if (opt_.checked && size() > 1 && !settled) {
+    auto l = lane();
+    detail::compare_calls(l, c, std::string(to_string(C)), c.algo);
+  }
+}
+// The row call c runs: its algorithm where offered there, else what
+// automatic picks. Nothing when finding it needs messages and `talk` is
+// false: the first call that loads the cost model or the tuning table,
+// or measures a size bin. (The control memory is mapped before.)
+template <transport Transport>
+template <collective C>
+std::optional<algorithm> communicator<Transport>::resolve(const call& c, bool talk) {
+  std::optional<algorithm> a = c.algo;
+  if (*a == algorithm::automatic) a = c.at ? chooser_.template pick_direct<C>(*this, c.bytes, talk) : chooser_.template pick<C>(*this, c.bytes, talk);
+  if (a && !c.at) a = plain<C>(c.bytes, *a, talk);  // an empty call, above
+  return a;
+}
+// Algorithm a where it runs on private memory (private scratch, an
+// empty call): a row not offered there gives way to the usual choice.
+template <transport Transport>
+template <collective C>
+std::optional<algorithm> communicator<Transport>::plain(std::size_t bytes, algorithm a, bool talk) {
+  return detail::offers(C, a, placed(bytes, false)) ? a : chooser_.template pick<C>(*this, bytes, talk);
+}
+
+// Runs algorithm a's row of collective C on the arguments: over the
+// transport, or, for a call on symmetric memory (`at`) and a row that
+// can, by direct reads through a symmetric_window.
+template <transport Transport>
+template <collective C, bool Lane, class... A>
+void communicator<Transport>::run(const call& c, A&&... args) {
+  // what the peers' lines must match: collective, algorithm, op, root, type
+  const std::uint64_t what = std::uint64_t(C) | std::uint64_t(c.algo) << 8 | std::uint64_t(c.o) << 16 |
+                             std::uint64_t(std::uint32_t(c.root + 1)) << 24 | std::uint64_t(c.type) << 56;
+  run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, c.private_in, args...);
+}
+template <transport Transport>
+template <collective C, bool Lane, class... A>
+void communicator<Transport>::run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
+                                      std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&&... args) {
+  if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
+  if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<Lane>(row, at, in_at, at_bytes, what, private_in, args...); }))
+    throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
+}
+template <transport Transport>
+template <bool Lane, class Row, class... A>
+void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
+             std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args) {
+  using window = symmetric_window<decltype(memory())>;
+  const char* name = to_string(Row::what).data();
+  // Private memory too, for a row that stages small calls or streams
+  // through staging (not while tracing: the trace shows messages, and
+  // these move none).
+  const std::size_t bytes = detail::first_span_bytes(args...);
+  const bool staged = Row::direct && Row::stages && shared_.heap && !trace_ && bytes <= window::stage_capacity;
+  const bool streamed = Row::direct && !staged && streams_call(Row::streams, at != nullptr);
+  if (!private_in.empty() && !streamed)  // `out` was left unfilled for a stream that is not here
+    throw error(name, rank(), detail::cat(Row::name, " was handed the input of a streamed call but does not stream it"));
+  if constexpr (Row::direct && requires(window& w, const chunk_sizes& ch, A&... xs) { Row::run(w, ch, xs...); }) {
+    detail::symmetric_heap::found staging{};
+    if (streamed) staging = shared_.stream_staging(*t_, opt_.chunks.stream_bytes), at = &staging, at_bytes = shared_.stream_bytes(opt_.chunks.stream_bytes);  // (maps the control memory first if need be)
+    if (at != nullptr || staged) {
+      if (at == nullptr) at_bytes = bytes;
+      window w(*shared_.heap, name, at, in_at, at_bytes, what, memory());
+      if (streamed) w.stream(private_in);
+      try {
+        row.run(w, opt_.chunks, args...);
+      } catch (const std::exception& e) {
+        shared_.heap->fail(e.what());  // peers waiting on this rank raise at once
+        throw;
+      }
+      return;
+    }
+  }
+  // (flags, not a requires-expression: nvcc errs on one here)
+  if constexpr (Lane && !Row::window_only) {
+    auto l = lane();
+    row.run(l, opt_.chunks, args...);
+  } else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
+}
+
+template <transport Transport>
+algorithm communicator<Transport>::choose(collective c, std::size_t bytes, bool symmetric) {
+  quiesce();
+  if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // what is offered depends on it
+  auto by = [&]<collective C>() { return *(symmetric ? chooser_.template pick_direct<C>(*this, bytes, true) : chooser_.template pick<C>(*this, bytes, true)); };
+  switch (c) {  // every collective, no default
+    case collective::allreduce: return by.template operator()<collective::allreduce>();
+    case collective::broadcast: return by.template operator()<collective::broadcast>();
+    case collective::reduce: return by.template operator()<collective::reduce>();
+    case collective::scatter: return by.template operator()<collective::scatter>();
+    case collective::gather: return by.template operator()<collective::gather>();
+    case collective::reduce_scatter: return by.template operator()<collective::reduce_scatter>();
+    case collective::allgather: return by.template operator()<collective::allgather>();
+    case collective::barrier: return by.template operator()<collective::barrier>();
+    case collective::alltoall: return by.template operator()<collective::alltoall>();
+  }
+  throw error("choose", rank(), "no such collective");
+}
+
+// The progress thread, made by the first asynchronous call.
+template <transport Transport>
+detail::progress_engine& communicator<Transport>::engine() {
+  if (!engine_.e) {
+    if constexpr (requires { t_->require_background_thread(std::string()); })
+      t_->require_background_thread("asynchronous calls");
+    engine_.e = std::make_unique<detail::progress_engine>();
+  }
+  return *engine_.e;
+}
+
+}  // namespace ringtree

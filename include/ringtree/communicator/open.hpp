@@ -1,0 +1,129 @@
+#pragma once
+// Opening a communicator (one per transport, settings agreed by all
+// ranks, tracing), and the calls that make new state: allocate, split.
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ringtree/communicator.hpp>
+
+namespace ringtree {
+
+template <transport Transport>
+void communicator<Transport>::open() {
+  claim_ = detail::transport_claim(&detail::innermost(*t_), detail::transport_name<Transport>(), rank());
+  cfg_ = config::from_env();
+  hosts_ = detail::hosts_of(*t_);
+  opt_.checked = opt_.checked || cfg_.check;
+  chooser_ = detail::chooser(opt_.algo, cfg_.algo, opt_.model, cfg_.tune);
+  pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
+  if (auto* sink = detail::trace_sink::from_env()) {
+    // new with braces: clang 14 has no parenthesised aggregate
+    // initialisation, and a temporary handle would flush the file on its way out
+    trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),
+                                                     detail::transport_in_process<Transport>(),
+                                                     detail::transport_name<Transport>()),
+                                          sink});
+  }
+  if (size() > 1) agree_on_settings();
+}
+
+// Every rank opens the communicator with the settings that decide what
+// runs, or none does: ranks that resolve one call to different rows (or
+// that compare calls while others do not) would exchange wrong bytes.
+// One exchange, here; calls pay nothing for it.
+template <transport Transport>
+void communicator<Transport>::agree_on_settings() {
+  const auto& ch = opt_.chunks;
+  constexpr std::uint64_t none = 0xff;
+  auto algo = [](std::optional<algorithm> a) { return a ? std::uint64_t(*a) : none; };
+  std::uint64_t model = 0;
+  if (opt_.model)
+    for (double v : {opt_.model->alpha, opt_.model->beta, opt_.model->gamma, opt_.model->knee, opt_.model->alpha_above,
+                     opt_.model->alpha_net, opt_.model->beta_net})
+      model = detail::mix(model ^ std::bit_cast<std::uint64_t>(v));
+  const std::vector<std::uint64_t> mine = {
+      opt_.checked ? 1u : 0u, algo(opt_.algo), algo(chooser_.env_algo()), ch.ring_chunk_bytes, ch.tree_chunk_bytes,
+      ch.chain_chunk_bytes, ch.direct_chunk_bytes, ch.stream_bytes, std::uint64_t(cfg_.tune), model, trace_ ? 1u : 0u};
+  static constexpr auto show_algo = [](std::uint64_t v) {
+    return v == none ? std::string("none") : std::string(to_string(algorithm(v)));
+  };
+  static constexpr auto show_on = [](std::uint64_t v) { return std::string(v ? "on" : "off"); };
+  static constexpr detail::stated_field settings[] = {
+      {"checked mode (communicator_options::checked, RINGTREE_CHECK)", show_on},
+      {"communicator_options::algo", show_algo},
+      {"RINGTREE_ALGO", show_algo},
+      {"chunks.ring_chunk_bytes", detail::show_number},
+      {"chunks.tree_chunk_bytes", detail::show_number},
+      {"chunks.chain_chunk_bytes", detail::show_number},
+      {"chunks.direct_chunk_bytes", detail::show_number},
+      {"chunks.stream_bytes", detail::show_number},
+      {"RINGTREE_TUNE", [](std::uint64_t v) { return std::string(v == 0 ? "1 (measure)" : v == 1 ? "0 (cost model)" : "fresh"); }},
+      {"communicator_options::model", [](std::uint64_t v) { return v == 0 ? std::string("none") : detail::cat("constants #", v % 100000); }},
+      {"tracing (RINGTREE_TRACE: traced calls move messages where others share memory)", show_on},
+  };
+  static_assert(std::size(settings) == 11);
+  const auto all = detail::gather_words(detail::innermost(*t_), std::span<const std::uint64_t>(mine));
+  if (auto d = detail::first_difference(all, size(), settings, mine.size()); !d.empty())
+    throw error("communicator", rank(), detail::cat("the ranks opened it with different settings, so they could run different ",
+                                                    "algorithms on one call: ", d, ". Give every rank the same options and RINGTREE_* variables"));
+}
+
+template <transport Transport>
+template <element E>
+symmetric_buffer<E> communicator<Transport>::allocate(std::size_t count) {
+  quiesce();
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, sizeof(E), &bytes))
+    throw error("allocate", rank(), detail::cat(count, " elements of ", to_string(dtype_of<E>), " are more bytes than memory can hold"));
+  if (size() > 1) {  // the same count everywhere, or nothing is allocated
+    std::vector<std::uint64_t> counts(size());
+    counts[rank()] = count;
+    auto l = lane(false);
+    ring::allgather(l, std::span<std::uint64_t>(counts));
+    std::string differ;
+    for (int r = 0; r < size(); ++r)
+      if (counts[r] != counts[0]) differ += detail::cat(differ.empty() ? "" : ", ", "rank ", r, ": ", counts[r]);
+    if (!differ.empty())
+      throw error("allocate", rank(), detail::cat("every rank must allocate the same count; rank 0 asked for ", counts[0],
+                                                  ", but ", differ));
+  }
+  std::shared_ptr<detail::symmetric_region> r;
+  if constexpr (shared_memory_transport<Transport>) {
+    open_heap();
+    if (shared_.heap)
+      if (auto m = t_->map_shared(bytes)) r = shared_.heap->add(std::move(*m));
+  }
+  if (!r) {  // plain memory: ranks that cannot share memory
+    r = std::make_shared<detail::symmetric_region>();
+    auto mem = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(bytes, 1)]());
+    r->rank = rank();
+    r->map.bases.assign(size(), nullptr);
+    r->map.bases[rank()] = mem.get();
+    r->map.bytes = bytes;
+    r->map.keep = mem;
+  }
+  return symmetric_buffer<E>(std::move(r), count);
+}
+
+template <transport Transport>
+auto communicator<Transport>::split(int color, int key) {
+  quiesce();
+  if (color < 0) throw error("split", rank(), detail::cat("color must be >= 0, got ", color));
+  const int n = size();
+  std::vector<std::int64_t> all(2 * n);
+  const std::int64_t mine[2] = {color, key};
+  allgather(mine, all);
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r)
+    if (all[2 * r] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  const int index = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+  auto part = t_->split(color, key, std::span<const int>(members), index);
+  using sub_transport = typename decltype(part)::element_type;
+  return communicator<sub_transport>(std::move(part), opt_);
+}
+
+}  // namespace ringtree

@@ -1,0 +1,251 @@
+#pragma once
+// Watch a collective: run one call of any collective and algorithm on n
+// threads (local_world) through the traced transport, and tell its story
+// (trace/story.hpp): every step's messages, and every rank's buffer after
+// each step, exactly (receives land after the snapshot: trace_recorder::
+// exact_snapshots), with for every element the set of ranks whose input it
+// holds. What ringtree-trace prints and draws, and what its tests check.
+//
+// The algorithm's row runs on the ranks' working buffers themselves (as the
+// communicator runs it, without the copies around it), so a reduce-scatter
+// or a reduce shows the buffer it works in. Two runs of the same schedule
+// make a story: inputs 100 r + i (the values shown), then 1 << r (sums of
+// distinct bits are the sets of contributors; copies keep them).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <ringtree/communicator.hpp>
+#include <ringtree/trace/story.hpp>
+#include <ringtree/transport/hosts.hpp>
+#include <ringtree/transport/local.hpp>
+
+namespace ringtree {
+
+struct watch_options {
+  collective what = collective::allreduce;
+  algorithm algo = algorithm::automatic;  // automatic: the cost model's pick (deterministic)
+  int ranks = 4, root = 0;
+  std::size_t count = 8;  // elements per rank, per block where the collective has blocks
+  int hosts = 1;          // > 1: ranks dealt host by host to emulated hosts (host_groups)
+  cost_model model{};     // the constants of the cost terms, and automatic's
+  chunk_sizes chunks{};
+};
+
+namespace detail {
+
+// How the page lays out an algorithm's ranks.
+inline std::string figure_of(algorithm a, int hosts) {
+  switch (a) {
+    case algorithm::tree: case algorithm::binomial: case algorithm::linear: return "tree";
+    case algorithm::recursive_doubling: case algorithm::rabenseifner: return "hypercube";
+    case algorithm::hierarchical: return "hosts";
+    default: return hosts > 1 ? "hosts" : "circle";
+  }
+}
+
+// The working buffers of one rank for collective c: what the row reads
+// (in) and what it changes (data), with rank r's inputs from `input(r, i)`.
+struct watched_rank {
+  std::vector<std::uint64_t> in, data;
+};
+
+template <class F>
+watched_rank buffers_for(collective c, int n, int r, int root, std::size_t m, F input) {
+  watched_rank b;
+  auto fill = [&](std::vector<std::uint64_t>& v, std::size_t len, std::size_t from_block = 0) {
+    v.resize(len);
+    for (std::size_t i = 0; i < len; ++i) v[i] = input(r, i + from_block);
+  };
+  const std::size_t nm = m * static_cast<std::size_t>(n);
+  switch (c) {
+    case collective::allreduce: case collective::reduce: case collective::reduce_scatter:
+      fill(b.data, c == collective::reduce_scatter ? nm : m);
+      break;
+    case collective::broadcast:
+      if (r == root) fill(b.data, m);
+      else b.data.assign(m, 0);
+      break;
+    case collective::allgather:  // own block in place, the rest empty
+      b.data.assign(nm, 0);
+      for (std::size_t i = 0; i < m; ++i) b.data[r * m + i] = input(r, i);
+      break;
+    case collective::scatter:
+      if (r == root) fill(b.in, nm);
+      b.data.assign(m, 0);
+      break;
+    case collective::gather:
+      fill(b.in, m);
+      b.data.assign(r == root ? nm : 0, 0);
+      break;
+    case collective::alltoall:
+      fill(b.in, nm);
+      b.data.assign(nm, 0);
+      break;
+    case collective::barrier:
+      break;
+  }
+  return b;
+}
+
+// Runs row `a` of collective `c` on the lane, on b's buffers.
+template <class Lane>
+void run_watched(Lane& lane, collective c, algorithm a, const chunk_sizes& ch, watched_rank& b, int root) {
+  const int n = lane.size();
+  auto run = [&]<collective C>() {
+    const bool ran = algorithm_table::run<C>(a, [&](auto row) {
+      using Row = decltype(row);
+      if constexpr (Row::window_only) {
+        throw error("ringtree-trace", lane.rank(), cat(Row::name, " runs only on symmetric memory: it moves no messages to show"));
+      } else {
+        std::span<std::uint64_t> d(b.data);
+        if constexpr (C == collective::allreduce || C == collective::reduce_scatter) row.run(lane, ch, d, op::sum);
+        else if constexpr (C == collective::reduce) row.run(lane, ch, d, op::sum, root);
+        else if constexpr (C == collective::broadcast) row.run(lane, ch, d, root);
+        else if constexpr (C == collective::allgather) row.run(lane, ch, d);
+        else if constexpr (C == collective::scatter || C == collective::gather) row.run(lane, ch, std::span<const std::uint64_t>(b.in), d, root);
+        else if constexpr (C == collective::barrier) row.run(lane, ch);
+        else if constexpr (C == collective::alltoall) {
+          const std::vector<std::size_t> counts(n, b.data.size() / n);
+          row.run(lane, ch, std::span<const std::uint64_t>(b.in), std::span<const std::size_t>(counts), d,
+                  std::span<const std::size_t>(counts));
+        }
+      }
+    });
+    if (!ran) throw error("ringtree-trace", lane.rank(), cat(to_string(C), " has no algorithm ", to_string(a)));
+  };
+  switch (c) {  // every collective, no default
+    case collective::allreduce: return run.template operator()<collective::allreduce>();
+    case collective::broadcast: return run.template operator()<collective::broadcast>();
+    case collective::reduce: return run.template operator()<collective::reduce>();
+    case collective::scatter: return run.template operator()<collective::scatter>();
+    case collective::gather: return run.template operator()<collective::gather>();
+    case collective::reduce_scatter: return run.template operator()<collective::reduce_scatter>();
+    case collective::allgather: return run.template operator()<collective::allgather>();
+    case collective::barrier: return run.template operator()<collective::barrier>();
+    case collective::alltoall: return run.template operator()<collective::alltoall>();
+  }
+}
+
+// One run: every rank's buffers at the start and after each step, and the recorder.
+struct watched_run {
+  std::vector<std::vector<std::uint64_t>> start;
+  std::vector<std::vector<std::vector<std::uint64_t>>> after;  // [step][rank]
+  std::vector<watched_rank> ranks;
+  std::unique_ptr<trace_recorder> rec;
+};
+
+template <class F>
+watched_run watch_once(const watch_options& o, algorithm a, const std::vector<std::uint64_t>& host_key, F input) {
+  const int n = o.ranks;
+  watched_run w;
+  w.rec = std::make_unique<trace_recorder>(n);
+  for (int r = 0; r < n; ++r) w.ranks.push_back(buffers_for(o.what, n, r, o.root, o.count, input));
+  for (auto& b : w.ranks) w.start.push_back(b.data);
+  // snapshots[r][s]: rank r's buffer after step s (each rank writes only
+  // its own: no lock). When a message of step k arrives (its counter moves
+  // to k + 1, the bytes not landed yet), the rank has done all it does with
+  // what came before: its buffer is the one after step k - 1, and after
+  // every step since the last message it got.
+  std::vector<std::map<int, std::vector<std::uint64_t>>> snaps(n);
+  std::vector<int> at(n, 0);
+  w.rec->exact_snapshots = true;
+  w.rec->on_step = [&](int r, int step) {
+    for (int s = std::max(0, at[r] - 1); s <= step - 2; ++s) snaps[r][s] = w.ranks[r].data;
+    at[r] = step;
+  };
+  local_world world(n);
+  world.run([&](local_transport& t) {
+    auto& b = w.ranks[t.rank()];
+    if (o.hosts > 1) {
+      host_groups<local_transport> h(t, host_key);
+      traced_transport<host_groups<local_transport>> lane(h, w.rec.get());
+      run_watched(lane, o.what, a, o.chunks, b, o.root);
+    } else {
+      traced_transport<local_transport> lane(t, w.rec.get());
+      run_watched(lane, o.what, a, o.chunks, b, o.root);
+    }
+  });
+  const int steps = w.rec->steps();
+  w.after.assign(steps, std::vector<std::vector<std::uint64_t>>(n));
+  for (int r = 0; r < n; ++r)
+    for (int s = 0; s < steps; ++s) {
+      const auto it = snaps[r].find(s);
+      w.after[s][r] = it != snaps[r].end() ? it->second : w.ranks[r].data;  // after its last message: the final buffer
+    }
+  return w;
+}
+
+}  // namespace detail
+
+// The story of one call (see the top of this file). Raises ringtree::error
+// for what cannot be watched, naming the valid choices.
+// `chrome`: where to write the run as a Chrome trace, if anywhere.
+inline trace_story watch(const watch_options& o, std::ostream* chrome = nullptr) {
+  const int n = o.ranks;
+  if (n < 1 || n > 64) throw error("ringtree-trace", -1, detail::cat("--ranks ", n, ": 1 to 64 (an element's contributors are 64 bits)"));
+  if (o.hosts < 1 || o.hosts > n) throw error("ringtree-trace", -1, detail::cat("--hosts ", o.hosts, ": 1 to --ranks (", n, ")"));
+  const bool rooted = o.what == collective::broadcast || o.what == collective::reduce || o.what == collective::scatter ||
+                      o.what == collective::gather;
+  if (rooted && (o.root < 0 || o.root >= n)) throw error("ringtree-trace", -1, detail::cat("--root ", o.root, " is out of range for ", n, " ranks"));
+  std::vector<std::uint64_t> host_key(n, 0);
+  for (int h = 0; h < o.hosts; ++h) {
+    const auto b = detail::block(std::size_t(n), o.hosts, h);
+    for (std::size_t r = b.begin; r < b.begin + b.size; ++r) host_key[r] = std::uint64_t(h);
+  }
+  const std::size_t blocks = (o.what == collective::scatter || o.what == collective::gather || o.what == collective::allgather ||
+                              o.what == collective::reduce_scatter || o.what == collective::alltoall) ? std::size_t(n) : 1;
+  const std::size_t bytes = o.what == collective::reduce_scatter || o.what == collective::alltoall ? o.count * blocks * 8 : o.count * 8;
+  const placement at{n, bytes, memory_kind::host, false, false, o.hosts};
+  algorithm a = o.algo;
+  if (a == algorithm::automatic) a = tuner(n, o.model, o.chunks, memory_kind::host,
+                                           o.hosts > 1 ? host_shape::of(host_layout(host_key)) : host_shape{}).choose(o.what, bytes);
+  if (!detail::offers(o.what, a, at) || detail::find_row(o.what, a)->window_only)
+    throw error("ringtree-trace", -1, detail::cat("--algo ", to_string(a), " is not one of ", to_string(o.what), "'s on ", n, " ranks",
+                                                  o.hosts > 1 ? detail::cat(" on ", o.hosts, " hosts") : std::string(), " (available: ",
+                                                  detail::offered_names(o.what, &at), ", automatic)"));
+  auto values = detail::watch_once(o, a, host_key, [](int r, std::size_t i) { return std::uint64_t(100 * r) + i; });
+  auto masks = detail::watch_once(o, a, host_key, [](int r, std::size_t) { return std::uint64_t{1} << r; });
+
+  trace_story s;
+  s.collective = std::string(to_string(o.what));
+  s.algorithm = std::string(to_string(a));
+  s.figure = detail::figure_of(a, o.hosts);
+  s.ranks = n;
+  s.root = rooted ? o.root : 0;
+  s.count = o.count;
+  s.elem_bytes = 8;
+  s.model = o.model;
+  if (o.hosts > 1)
+    for (auto k : host_key) s.host_of.push_back(int(k));
+  s.start_values = values.start;
+  s.start_masks = masks.start;
+  detail::fill_steps(s, *values.rec);
+  // which elements of the sender's buffer each message carried (else scratch)
+  std::vector<std::size_t> seen(s.steps.size(), 0);
+  for (const auto& e : values.rec->events()) {
+    auto& m = s.steps.at(e.step).messages.at(seen[e.step]++);
+    m.count = e.bytes / sizeof(std::uint64_t);
+    for (const auto* buf : {&values.ranks[e.from].data, &values.ranks[e.from].in}) {
+      const auto* b = reinterpret_cast<const std::byte*>(buf->data());
+      if (!buf->empty() && e.data >= b && e.data + e.bytes <= b + buf->size() * sizeof(std::uint64_t)) {
+        m.first = static_cast<std::size_t>(e.data - b) / sizeof(std::uint64_t);
+        m.in_buffer = buf == &values.ranks[e.from].data;
+        break;
+      }
+    }
+  }
+  for (std::size_t k = 0; k < s.steps.size(); ++k) {
+    s.steps[k].values = values.after.at(k);
+    s.steps[k].masks = masks.after.at(k);
+  }
+  s.price();
+  s.note = o.hosts > 1 ? detail::cat(o.hosts, " emulated hosts") : "";
+  if (chrome) values.rec->write_chrome(*chrome);
+  return s;
+}
+
+}  // namespace ringtree
