@@ -282,12 +282,12 @@ std::string check_case(Comm& comm, const case_desc& c, bool symmetric) {
 // the communicator itself says.
 template <class Comm>
 bool streams_private(Comm& comm) {
-  if constexpr (requires { comm.placed(std::size_t{0}); }) return comm.placed(0).staging;
+  if constexpr (requires { comm.placement_of(std::size_t{0}); }) return comm.placement_of(0).staging;
   else return false;
 }
 template <class Comm>
 int hosts_of(Comm& comm) {
-  if constexpr (requires { comm.placed(std::size_t{0}); }) return comm.placed(0).hosts;
+  if constexpr (requires { comm.placement_of(std::size_t{0}); }) return comm.placement_of(0).hosts;
   else return 1;
 }
 

@@ -180,7 +180,7 @@ int run_on(Transport& t, const options& o) {
                 model.source.c_str());
     if constexpr (hierarchical_transport<Transport>)
       std::printf("# hosts: %s (%d hosts; hierarchical rows %s)\n", t.layout().describe().c_str(), t.layout().hosts(),
-                  detail::offers(collective::allreduce, algorithm::hierarchical, comm.placed(1 << 20)) ? "offered" : "not offered");
+                  detail::offers(collective::allreduce, algorithm::hierarchical, comm.placement_of(1 << 20)) ? "offered" : "not offered");
   }
   std::vector<row> rows;
   long total_wrong = 0;
@@ -215,7 +215,7 @@ int run_on(Transport& t, const options& o) {
         const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi", "memcpy": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
         const bool ours = !is_mpi && !is_memcpy;
-        if (ours && a != algorithm::automatic && !detail::offers(c, a, comm.placed(in_bytes, o.symmetric))) continue;  // not offered here
+        if (ours && a != algorithm::automatic && !detail::offers(c, a, comm.placement_of(in_bytes, o.symmetric))) continue;  // not offered here
         const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes, o.symmetric) : a;
         const std::string label = a == algorithm::automatic && ours ? name + ":" + std::string(to_string(runs)) : name;
         todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}});

@@ -111,9 +111,11 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // (detail::offers): on symmetric memory, or on private memory, which may
   // stream through shared staging (where the transport maps control memory
   // in calls, and not while tracing: the trace shows messages).
-  placement placed(std::size_t bytes, bool symmetric = false) const noexcept {
+  placement placement_of(std::size_t bytes, bool symmetric = false) const noexcept {
     return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, shared_.streams_private(*t_, trace_ != nullptr), hosts_};
   }
+  // (its name until this release)
+  placement placed(std::size_t bytes, bool symmetric = false) const noexcept { return placement_of(bytes, symmetric); }
 
   // Measures every size bin of collective c up to `max_bytes` now (a
   // collective call), instead of on first use.
@@ -197,12 +199,12 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   template <buffer_range R>
   void send(R&& data, int peer, int tag = 0) {
     if (engine_.e) return this->send_async(const_view(data), peer, tag).wait();
-    detail::post_send(lane(), const_view(data), peer, tag)->complete();
+    detail::post_send(traced_view(), const_view(data), peer, tag)->complete();
   }
   template <writable_range R>
   void recv(R&& data, int peer, int tag = 0) {
     if (engine_.e) return this->recv_async(view(data), peer, tag).wait();
-    detail::post_recv(lane(), view(data), peer, tag)->complete();
+    detail::post_recv(traced_view(), view(data), peer, tag)->complete();
   }
 
   // Runs f() on the progress thread, in order with the asynchronous calls,
@@ -268,13 +270,14 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
 
   // The progress thread, made by the first asynchronous call.
   detail::progress_engine& engine();
-  // The transport the algorithms run on: traced when RINGTREE_TRACE is set,
-  // with scratch from this communicator's pool. Measurements (tuning,
-  // calibration) are not traced.
-  traced_transport<Transport> lane(bool traced = true) const {
-    return traced_transport<Transport>(*t_, traced && trace_ && !chooser_.measuring() ? trace_->rec.get() : nullptr, pool_.get());
+  // The transport the rows run on: traced where RINGTREE_TRACE is set (and
+  // automatic is not measuring), with scratch from this communicator's pool.
+  traced_transport<Transport> traced_view() const {
+    return traced_transport<Transport>(*t_, trace_ && !chooser_.measuring() ? trace_->rec.get() : nullptr, pool_.get());
   }
-  auto memory() const { return lane().memory(); }
+  // The same, never traced: measurements, calibration, set-up exchanges.
+  traced_transport<Transport> untraced_view() const { return traced_transport<Transport>(*t_, nullptr, pool_.get()); }
+  auto memory() const { return traced_view().memory(); }
   const chunk_sizes& chunks() const noexcept { return opt_.chunks; }
 
   // dispatch.hpp: a call from its arguments to its row.
@@ -285,9 +288,9 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   template <collective C>
   std::optional<algorithm> resolve(const call& c, bool talk);
   template <collective C>
-  std::optional<algorithm> plain(std::size_t bytes, algorithm a, bool talk);
+  std::optional<algorithm> private_row(std::size_t bytes, algorithm a, bool talk);
   template <collective C>
-  algorithm plain(const call& c) { return *plain<C>(c.bytes, c.algo, true); }
+  algorithm private_row(const call& c) { return *private_row<C>(c.bytes, c.algo, true); }
   bool streams_call(bool row_streams, bool symmetric) const noexcept {
     return row_streams && !symmetric && shared_.streams_private(*t_, trace_ != nullptr);
   }
@@ -342,7 +345,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   detail::shared_state<Transport> shared_;  // control memory, symmetric buffers, staging
   std::unique_ptr<detail::scratch_pool<memory_of<Transport>>> pool_;
   std::unique_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
-  int hosts_ = 1;  // the hosts the ranks span (detail::hosts_of): what placed() says
+  int hosts_ = 1;  // the hosts the ranks span (detail::hosts_of): what placement_of() says
 };
 
 }  // namespace ringtree

@@ -57,10 +57,10 @@ TEST_CASE("hierarchical: every collective and op, and automatic, match the refer
     local_world(n).run([&](local_transport& t) {
       host_groups<local_transport> h(t, key);
       communicator comm(h, o);
-      REQUIRE(comm.placed(0).hosts == host_layout(key).hosts());
+      REQUIRE(comm.placement_of(0).hosts == host_layout(key).hosts());
       // (the flat algorithms over host_groups are the flat transport's, checked elsewhere)
       const std::vector<std::size_t> counts = {0, 1, std::size_t(n - 1), std::size_t(n + 1), 1000, 20011};
-      for (const auto& c : rt_test::all_cases(n, counts, 0, false, false, comm.placed(0).hosts)) {
+      for (const auto& c : rt_test::all_cases(n, counts, 0, false, false, comm.placement_of(0).hosts)) {
         if (c.algo != algorithm::hierarchical && c.algo != algorithm::automatic) continue;
         const std::string f[] = {rt_test::check<float>(comm, c), rt_test::check<std::int32_t>(comm, c),
                                  rt_test::check<ringtree::half>(comm, c), rt_test::check<std::uint8_t>(comm, c),

@@ -34,7 +34,7 @@ TEST_CASE("make_communicator: the hosts MPI reports, and shared memory or the hi
   CHECK(l.describe() == expected_layout());
   const bool one_host = l.hosts() == 1;
   CHECK(comm.transport().one_host() == one_host);
-  const placement at = comm.placed(1 << 20);
+  const placement at = comm.placement_of(1 << 20);
   CHECK(at.hosts == l.hosts());
   // shared memory on one host: symmetric buffers and staging; the hierarchy where ranks span hosts and share some
   CHECK(comm.allocate<float>(16).shared() == one_host);
@@ -54,7 +54,7 @@ TEST_CASE("make_communicator: every collective, algorithm and op against the seq
 
 TEST_CASE("make_communicator: hierarchical all-reduce equals MPI_Allreduce on random floats (within rounding)") {
   auto comm = make_communicator(MPI_COMM_WORLD);
-  if (!detail::offers(collective::allreduce, algorithm::hierarchical, comm.placed(4))) return;  // one host, or one rank each
+  if (!detail::offers(collective::allreduce, algorithm::hierarchical, comm.placement_of(4))) return;  // one host, or one rank each
   std::mt19937 g(11 + comm.rank());
   std::vector<double> in(300'007), ours(in.size()), theirs(in.size());
   for (auto& v : in) v = std::uniform_real_distribution<double>(-1, 1)(g);

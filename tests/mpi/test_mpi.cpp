@@ -222,7 +222,7 @@ TEST_CASE("symmetric buffers over an MPI shared window and over shm: every direc
     // across hosts a symmetric buffer is plain memory, and the usual algorithms run on it
     CHECK(probe.shared() == (one_host() && comm.size() > 0));
     // private calls stream through POSIX staging where the ranks share the host (run_cases then includes two_shot)
-    CHECK(comm.placed(0).staging == (one_host() && comm.size() > 1));
+    CHECK(comm.placement_of(0).staging == (one_host() && comm.size() > 1));
     const std::string first = probe.shared() ? run_symmetric_cases<float, std::int32_t, double>(comm, counts)
                                              : run_cases<float>(comm, {0, 1, 1000});
     CHECK_MESSAGE(all_ranks(first.empty()), first);

@@ -1,6 +1,6 @@
 #pragma once
-// Hierarchical algorithms, for ranks on several hosts (a `hierarchical`
-// transport, transport/hosts.hpp): the part of the work that can stay
+// Hierarchical algorithms, for ranks on several hosts (a
+// `hierarchical_transport`, transport/topology.hpp): the part of the work that can stay
 // within a host runs over the host's own transport (shared memory), and
 // only what must cross hosts goes over the network, from every rank of a
 // host at once (NCCL's, Horovod's and Open MPI's han's split).
@@ -36,11 +36,11 @@
 #include <ringtree/algorithms/ring.hpp>
 #include <ringtree/algorithms/tree.hpp>
 #include <ringtree/core/error.hpp>
-#include <ringtree/transport/hosts.hpp>
+#include <ringtree/transport/topology.hpp>
 
 namespace ringtree::hierarchical {
 
-namespace detail_ {
+namespace slicing {
 
 // Where a rank is: its host, its index there, and the slices.
 struct place {
@@ -119,29 +119,29 @@ struct sliced_order {
   throw error(call, rank, "the hierarchical algorithms need a transport that knows its hosts (transport/hosts.hpp)");
 }
 
-}  // namespace detail_
+}  // namespace slicing
 
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}) {
   if constexpr (hierarchical_transport<T>) {
-    const auto p = detail_::where(t);
+    const auto p = slicing::where(t);
     auto local = t.host_local();
     const ring::layout slices{p.slices};
-    ring::reduce_scatter(local, data, o, tun, slices);
+    ring::reduce_scatter(local, data, o, chunks, slices);
     if (p.holds_slice()) {
       auto cross = t.host_cross();
-      ring::allreduce(cross, ringtree::detail::block_of(data, p.slices, p.index), o, tun);
+      ring::allreduce(cross, ringtree::detail::block_of(data, p.slices, p.index), o, chunks);
     }
     ring::allgather(local, data, slices);
   } else {
-    detail_::not_hierarchical("allreduce", t.rank());
+    slicing::not_hierarchical("allreduce", t.rank());
   }
 }
 
 template <transport T, class E>
 void broadcast(T& t, std::span<E> data, int root) {
   if constexpr (hierarchical_transport<T>) {
-    const auto p = detail_::where(t);
+    const auto p = slicing::where(t);
     const auto& l = t.layout();
     const int root_host = l.host_of(root), root_index = l.index_of(root);
     auto local = t.host_local();
@@ -163,22 +163,22 @@ void broadcast(T& t, std::span<E> data, int root) {
     }
     ring::allgather(local, data, ring::layout{p.slices});
   } else {
-    detail_::not_hierarchical("broadcast", t.rank());
+    slicing::not_hierarchical("broadcast", t.rank());
   }
 }
 
 template <transport T, class E>
-void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}) {
+void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& chunks = {}) {
   if constexpr (hierarchical_transport<T>) {
-    const auto p = detail_::where(t);
+    const auto p = slicing::where(t);
     const auto& l = t.layout();
     const int root_host = l.host_of(root), root_index = l.index_of(root);
     auto local = t.host_local();
     auto slice = [&](int i) { return ringtree::detail::block_of(data, p.slices, i); };
-    ring::reduce_scatter(local, data, o, tun, ring::layout{p.slices});
+    ring::reduce_scatter(local, data, o, chunks, ring::layout{p.slices});
     if (p.holds_slice()) {
       auto cross = t.host_cross();
-      ring::reduce(cross, slice(p.index), o, root_host, tun);
+      ring::reduce(cross, slice(p.index), o, root_host, chunks);
     }
     if (p.host == root_host) {  // the root gathers its host's slices
       std::vector<typename decltype(local)::request> recvs;
@@ -192,7 +192,7 @@ void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}
       ringtree::detail::wait_all(local, recvs);
     }
   } else {
-    detail_::not_hierarchical("reduce", t.rank());
+    slicing::not_hierarchical("reduce", t.rank());
   }
 }
 
@@ -201,10 +201,10 @@ void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}
 template <transport T, class E>
 void allgather(T& t, std::span<E> data) {
   if constexpr (hierarchical_transport<T>) {
-    const auto p = detail_::where(t);
+    const auto p = slicing::where(t);
     const auto& l = t.layout();
     const std::size_t m = data.size() / t.size();
-    const detail_::sliced_order order{l, m, p.slices};
+    const slicing::sliced_order order{l, m, p.slices};
     auto local = t.host_local();
     auto mem = t.memory();
     // this host's blocks, within the host
@@ -228,19 +228,19 @@ void allgather(T& t, std::span<E> data) {
     ring::allgather(local, sliced, by_share);
     order.from_sliced(mem, data, std::span<const E>(sliced));
   } else {
-    detail_::not_hierarchical("allgather", t.rank());
+    slicing::not_hierarchical("allgather", t.rank());
   }
 }
 
 // `data`: size() blocks; afterwards rank r's block r holds it reduced over
 // every rank (the others are clobbered).
 template <transport T, class E>
-void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
+void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}) {
   if constexpr (hierarchical_transport<T>) {
-    const auto p = detail_::where(t);
+    const auto p = slicing::where(t);
     const auto& l = t.layout();
     const std::size_t m = data.size() / t.size();
-    const detail_::sliced_order order{l, m, p.slices};
+    const slicing::sliced_order order{l, m, p.slices};
     auto local = t.host_local();
     auto mem = t.memory();
     auto buf = mem.template scratch<E>(data.size());
@@ -249,14 +249,14 @@ void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) 
     // each rank's share reduced over the host
     const auto shares = order.shares(local.size());
     const ring::layout by_share{0, shares};
-    ring::reduce_scatter(local, sliced, o, tun, by_share);
+    ring::reduce_scatter(local, sliced, o, chunks, by_share);
     // each host's piece of it reduced over the hosts, at that host
     auto group_buf = mem.template scratch<E>(l.members(p.host).size() * m);
     auto group = group_buf.span();
     if (p.holds_slice()) {
       auto cross = t.host_cross();
       const auto pieces = order.pieces(p.index);
-      ring::reduce_scatter(cross, by_share.block(sliced, local.size(), p.index), o, tun, ring::layout{0, pieces});
+      ring::reduce_scatter(cross, by_share.block(sliced, local.size(), p.index), o, chunks, ring::layout{0, pieces});
       const auto g = order.in_group(p.index, p.host);
       mem.copy(group.subspan(g.begin, g.size), std::span<const E>(sliced.subspan(order.at(p.index, p.host), g.size)));
     }
@@ -264,24 +264,24 @@ void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) 
     ring::allgather(local, group, ring::layout{0, order.group_slices(p.host, local.size())});
     mem.copy(data.subspan(t.rank() * m, m), std::span<const E>(group.subspan(p.index * m, m)));
   } else {
-    detail_::not_hierarchical("reduce_scatter", t.rank());
+    slicing::not_hierarchical("reduce_scatter", t.rank());
   }
 }
 
 // Rows of the algorithm table: offered where the ranks span hosts. Their
 // counts price the local phases at the model's alpha and beta and the
 // cross-host ones at its network constants (cost_counts' net_ fields).
-namespace detail_ {
+namespace slicing {
 // (where every rank is alone on its host there is nothing to do within one)
 constexpr bool spans_hosts(const placement& p) noexcept {
   return p.hosts > 1 && p.hosts < p.ranks && p.memory == memory_kind::host;
 }
-}  // namespace detail_
+}  // namespace slicing
 
 struct allreduce_row : ringtree::detail::row<collective::allreduce, algorithm::hierarchical> {
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
-  static constexpr bool offered(const placement& p) noexcept { return detail_::spans_hosts(p); }
+  static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double L = s.per_host, H = s.hosts, S = s.slices;
     cost_counts k;  // within the host: reduce-scatter and all-gather; across: a ring all-reduce of one slice
@@ -298,7 +298,7 @@ struct allreduce_row : ringtree::detail::row<collective::allreduce, algorithm::h
 struct broadcast_row : ringtree::detail::row<collective::broadcast, algorithm::hierarchical> {
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
-  static constexpr bool offered(const placement& p) noexcept { return detail_::spans_hosts(p); }
+  static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double L = s.per_host, S = s.slices;
     cost_counts k;  // the root hands out slices, they cross by binomial trees, every host all-gathers
@@ -314,7 +314,7 @@ struct broadcast_row : ringtree::detail::row<collective::broadcast, algorithm::h
 struct reduce_row : ringtree::detail::row<collective::reduce, algorithm::hierarchical> {
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
-  static constexpr bool offered(const placement& p) noexcept { return detail_::spans_hosts(p); }
+  static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double L = s.per_host, H = s.hosts, S = s.slices;
     cost_counts k;  // reduce-scatter within hosts, ring reduce of each slice across, the root gathers
@@ -331,7 +331,7 @@ struct reduce_row : ringtree::detail::row<collective::reduce, algorithm::hierarc
 struct allgather_row : ringtree::detail::row<collective::allgather, algorithm::hierarchical> {
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
-  static constexpr bool offered(const placement& p) noexcept { return detail_::spans_hosts(p); }
+  static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
   static constexpr cost_counts counts(const shape& s, double B) noexcept {  // B: one rank's block
     const double L = s.per_host, H = s.hosts, n = s.n, S = s.slices;
     cost_counts k;  // the host's blocks within it, each rank's slice of all across, the slices within
@@ -347,7 +347,7 @@ struct allgather_row : ringtree::detail::row<collective::allgather, algorithm::h
 struct reduce_scatter_row : ringtree::detail::row<collective::reduce_scatter, algorithm::hierarchical> {
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
-  static constexpr bool offered(const placement& p) noexcept { return detail_::spans_hosts(p); }
+  static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
   static constexpr cost_counts counts(const shape& s, double B) noexcept {  // B: the whole input
     const double L = s.per_host, H = s.hosts, S = s.slices;
     cost_counts k;  // reduce-scatter within, of each slice across (to the hosts), the host's part within

@@ -11,15 +11,16 @@
 // more steps for them).
 #include <algorithm>
 
-#include <ringtree/algorithms/recursive_doubling.hpp>
+#include <ringtree/algorithms/common.hpp>
+#include <ringtree/algorithms/fold.hpp>
 
 namespace ringtree::rabenseifner {
 
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}) {
   if (t.size() == 1 || data.empty()) return;
   auto mem = t.memory();
-  const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), (data.size() + 1) / 2);
+  const std::size_t chunk = std::min(detail::chunk_elems(chunks.ring_chunk_bytes, sizeof(E)), (data.size() + 1) / 2);
   // the pairing step needs data.size(), the halving steps two chunks (one more for an odd size)
   auto tmp = mem.template scratch<E>(std::max(data.size(), 2 * chunk));
   detail::power_of_two_group<T, E> g(t, data, o, tmp.span().first(data.size()));

@@ -42,12 +42,12 @@ struct layout {
 };
 
 template <transport T, class E>
-void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}, layout at = {}) {
+void reduce_scatter(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}, layout at = {}) {
   const int n = t.size(), r = t.rank();
   const int right = detail::mod(r + 1, n), left = detail::mod(r - 1, n);
   std::size_t largest = 1;
   for (int i = 0; i < n; ++i) largest = std::max(largest, at.of(data.size(), n, i).size);
-  const std::size_t chunk = std::min(detail::chunk_elems(tun.ring_chunk_bytes, sizeof(E)), largest);
+  const std::size_t chunk = std::min(detail::chunk_elems(chunks.ring_chunk_bytes, sizeof(E)), largest);
   auto slots = t.memory().template scratch<E>(2 * chunk);
   for (int s = 0; s < n - 1; ++s) {
     auto out = at.block(data, n, detail::mod(r - s - 1, n));
@@ -66,21 +66,21 @@ void allgather(T& t, std::span<E> data, layout at = {}) {
 }
 
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
-  reduce_scatter(t, data, o, tun);
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}) {
+  reduce_scatter(t, data, o, chunks);
   allgather(t, data);
 }
 
 template <transport T, class E>
-void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& tun = {}) {
+void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& chunks = {}) {
   const int n = t.size(), v = detail::mod(t.rank() - root, n);  // position in the chain
   const int next = detail::mod(t.rank() + 1, n), prev = detail::mod(t.rank() - 1, n);
-  const std::size_t chunk = detail::chunk_elems(tun.chain_chunk_bytes, sizeof(E));
-  const std::size_t chunks = detail::chunk_count(data.size(), chunk);
+  const std::size_t chunk = detail::chunk_elems(chunks.chain_chunk_bytes, sizeof(E));
+  const std::size_t pieces = detail::chunk_count(data.size(), chunk);
   std::vector<typename T::request> recvs, sends;
   if (v > 0)
-    for (std::size_t j = 0; j < chunks; ++j) recvs.push_back(detail::post_recv(t, prev, detail::chunk_of(data, chunk, j)));
-  for (std::size_t j = 0; j < chunks; ++j) {
+    for (std::size_t j = 0; j < pieces; ++j) recvs.push_back(detail::post_recv(t, prev, detail::chunk_of(data, chunk, j)));
+  for (std::size_t j = 0; j < pieces; ++j) {
     if (v > 0) t.wait(recvs[j]);
     if (v < n - 1) sends.push_back(detail::post_send(t, next, std::span<const E>(detail::chunk_of(data, chunk, j))));
   }
@@ -90,9 +90,9 @@ void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& tun = {}) {
 // Reduce to one rank: reduce-scatter, then every block travels to the root.
 // Bandwidth-optimal like all-reduce; `data` is clobbered on other ranks.
 template <transport T, class E>
-void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}) {
+void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& chunks = {}) {
   const int n = t.size(), r = t.rank();
-  reduce_scatter(t, data, o, tun);
+  reduce_scatter(t, data, o, chunks);
   if (r != root) {
     if (auto mine = detail::block_of(data, n, r); !mine.empty()) {
       auto req = detail::post_send(t, root, std::span<const E>(mine));

@@ -8,13 +8,14 @@
 // (ringtree-model --table) and the count tests.
 //
 // Adding an algorithm: write its file with its row, add the row here (and
-// its name to the enum in common.hpp).
+// its name to the enum in vocabulary.hpp).
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 #include <array>
+#include <span>
 
 #include <ringtree/algorithms/alltoall.hpp>
 #include <ringtree/algorithms/barrier.hpp>
@@ -52,6 +53,24 @@ struct row_list {
   template <class F>
   static void each(F&& f) { (f(Rows{}), ...); }
 };
+
+// The arguments row C's run takes after (transport, chunks), made from a
+// call's input `in` and its buffer `data` (the in-place one; for scatter
+// and gather the whole or the block, whichever the rank receives into):
+// calls f(args...). One place knows each row's argument list; measuring
+// (communicator/chooser.hpp) and teaching (trace/teach.hpp) both call rows
+// through it. `counts` holds an all-to-all's equal block sizes.
+template <collective C, class E, class F>
+void with_row_arguments(std::span<const E> in, std::span<E> data, op o, int root, std::span<const std::size_t> counts, F&& f) {
+  if constexpr (C == collective::allreduce || C == collective::reduce_scatter) f(data, o);
+  else if constexpr (C == collective::reduce) f(data, o, root);
+  else if constexpr (C == collective::broadcast) f(data, root);
+  else if constexpr (C == collective::allgather) f(data);
+  else if constexpr (C == collective::scatter || C == collective::gather) f(in, data, root);
+  else if constexpr (C == collective::barrier) f();
+  else if constexpr (C == collective::alltoall) f(in, counts, data, counts);
+  else static_assert(C == collective::barrier, "what does this collective's row take?");
+}
 
 // Rows of one collective are listed in order of preference on a tie.
 using algorithm_table = row_list<

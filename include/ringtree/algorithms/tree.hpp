@@ -54,7 +54,7 @@ inline links binary_tree_rooted(int n, int rank, int root) noexcept {
   return binary_tree_shifted(n, rank, detail::mod(root - n / 2, n));
 }
 
-namespace detail_ {
+namespace pipeline {  // one chunk up or down a tree
 using namespace ringtree::detail;
 
 // One chunk up the tree: fold in the children's chunks, pass it to the parent.
@@ -83,26 +83,26 @@ void down(T& t, const links& l, std::span<E> chunk, std::vector<typename T::requ
     if (l.child[k] >= 0) sends.push_back(post_send(t, l.child[k], std::span<const E>(chunk)));
 }
 
-}  // namespace detail_
+}  // namespace pipeline
 
 template <transport T, class E>
-void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& tun = {}) {
+void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& chunks = {}) {
   const links l = binary_tree_rooted(t.size(), t.rank(), root);
-  const std::size_t chunk = std::min(detail::chunk_elems(tun.tree_chunk_bytes, sizeof(E)), std::max<std::size_t>(1, data.size()));
+  const std::size_t chunk = std::min(detail::chunk_elems(chunks.tree_chunk_bytes, sizeof(E)), std::max<std::size_t>(1, data.size()));
   auto slots = t.memory().template scratch<E>(2 * chunk);
   std::vector<typename T::request> sends;
   for (std::size_t j = 0; j < detail::chunk_count(data.size(), chunk); ++j)
-    detail_::up(t, o, l, detail::chunk_of(data, chunk, j), slots.span(), sends);
+    pipeline::up(t, o, l, detail::chunk_of(data, chunk, j), slots.span(), sends);
   detail::wait_all(t, sends);
 }
 
 template <transport T, class E>
-void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& tun = {}) {
+void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& chunks = {}) {
   const links l = binary_tree_rooted(t.size(), t.rank(), root);
-  const std::size_t chunk = detail::chunk_elems(tun.tree_chunk_bytes, sizeof(E));
+  const std::size_t chunk = detail::chunk_elems(chunks.tree_chunk_bytes, sizeof(E));
   std::vector<typename T::request> sends;
   for (std::size_t j = 0; j < detail::chunk_count(data.size(), chunk); ++j)
-    detail_::down(t, l, detail::chunk_of(data, chunk, j), sends);
+    pipeline::down(t, l, detail::chunk_of(data, chunk, j), sends);
   detail::wait_all(t, sends);
 }
 
@@ -117,13 +117,13 @@ void broadcast(T& t, std::span<E> data, int root, const chunk_sizes& tun = {}) {
 // Messages of one pair must keep their order, so a rank whose parent is the
 // same in both trees (their chunks interleave on one channel) does not.
 template <transport T, class E>
-void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
+void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}) {
   const int n = t.size();
   if (n == 1) return;
   const links l[2] = {binary_tree_shifted(n, t.rank(), 0), binary_tree_shifted(n, t.rank(), 1)};
   const std::span<E> half[2] = {detail::block_of(data, 2, 0), detail::block_of(data, 2, 1)};
-  const std::size_t chunk = std::min(detail::chunk_elems(tun.tree_chunk_bytes, sizeof(E)), std::max<std::size_t>(1, half[0].size()));
-  const std::size_t chunks = detail::chunk_count(half[0].size(), chunk);  // half[0] is the longer
+  const std::size_t chunk = std::min(detail::chunk_elems(chunks.tree_chunk_bytes, sizeof(E)), std::max<std::size_t>(1, half[0].size()));
+  const std::size_t pieces = detail::chunk_count(half[0].size(), chunk);  // half[0] is the longer
   auto slots = t.memory().template scratch<E>(2 * chunk);
   std::vector<typename T::request> reqs;
   auto has = [&](int h, std::size_t j) { return j < detail::chunk_count(half[h].size(), chunk); };
@@ -133,16 +133,16 @@ void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& tun = {}) {
   for (int h = 0; h < 2; ++h)  // up: leaves send everything at once
     for (std::size_t j = 0; early[h] && has(h, j); ++j)
       reqs.push_back(detail::post_send(t, l[h].parent, std::span<const E>(detail::chunk_of(half[h], chunk, j))));
-  for (std::size_t j = 0; j < chunks; ++j)
+  for (std::size_t j = 0; j < pieces; ++j)
     for (int h = 0; h < 2; ++h)
-      if (!early[h] && has(h, j)) detail_::up(t, o, l[h], detail::chunk_of(half[h], chunk, j), slots.span(), reqs);
+      if (!early[h] && has(h, j)) pipeline::up(t, o, l[h], detail::chunk_of(half[h], chunk, j), slots.span(), reqs);
   detail::wait_all(t, reqs);
   for (int h = 0; h < 2; ++h)  // down: leaves take everything at once
     for (std::size_t j = 0; early[h] && has(h, j); ++j)
       reqs.push_back(detail::post_recv(t, l[h].parent, detail::chunk_of(half[h], chunk, j)));
-  for (std::size_t j = 0; j < chunks; ++j)
+  for (std::size_t j = 0; j < pieces; ++j)
     for (int h = 0; h < 2; ++h)
-      if (!early[h] && has(h, j)) detail_::down(t, l[h], detail::chunk_of(half[h], chunk, j), reqs);
+      if (!early[h] && has(h, j)) pipeline::down(t, l[h], detail::chunk_of(half[h], chunk, j), reqs);
   detail::wait_all(t, reqs);
 }
 
@@ -181,70 +181,6 @@ void binomial_reduce(T& t, std::span<E> data, op o, int root) {
       t.wait(r);
       t.memory().reduce(o, data, std::span<const E>(tmp.span()));
     }
-  }
-}
-
-// The double binary tree's costs on n ranks (the table's shape holds them):
-// the most halves one rank moves and reduces, and the longest chain of
-// dependent messages when each half travels in one chunk or in several.
-// For the chain, the ranks' program order is followed as allreduce runs it
-// (Lamport clocks, as the traced transport counts): tree by tree, chunk by
-// chunk, up the tree from the leaves, then down from the root, where
-// leaves post all their chunks at once. With several chunks the chain no
-// longer grows: two chunks give its length.
-inline void double_tree_shape(shape& s) {
-  const int n = s.n;
-  if (n < 2) return;
-  std::vector<links> l[2];
-  std::vector<int> depth[2];
-  for (int h = 0; h < 2; ++h)
-    for (int r = 0; r < n; ++r) l[h].push_back(binary_tree_shifted(n, r, h));
-  for (int h = 0; h < 2; ++h)
-    for (int r = 0; r < n; ++r) {
-      int d = 0;
-      for (int x = r; l[h][x].parent >= 0; x = l[h][x].parent) ++d;
-      depth[h].push_back(d);
-    }
-  auto children = [&](int h, int r) { return int(l[h][r].child[0] >= 0) + int(l[h][r].child[1] >= 0); };
-  for (int r = 0; r < n; ++r) {
-    int moved = 0, reduced = 0;
-    for (int h = 0; h < 2; ++h) moved += children(h, r) + (l[h][r].parent >= 0), reduced += children(h, r);
-    s.tree_moved = std::max(s.tree_moved, moved);
-    s.tree_reduced = std::max(s.tree_reduced, reduced);
-  }
-  // Ranks by depth: deepest first for the way up, the root first down.
-  std::vector<int> order[2];
-  for (int h = 0; h < 2; ++h) {
-    for (int r = 0; r < n; ++r) order[h].push_back(r);
-    std::stable_sort(order[h].begin(), order[h].end(), [&](int a, int b) { return depth[h][a] > depth[h][b]; });
-  }
-  for (int chunks : {1, 2}) {
-    std::vector<int> clock(n, 0);
-    int steps = 0;
-    auto early = [&](int h, int r) { return children(h, r) == 0 && l[h][r].parent != l[1 - h][r].parent; };
-    for (int h = 0; h < 2; ++h)
-      for (int r = 0; r < n; ++r)
-        if (early(h, r)) steps = std::max(steps, 1);  // sent at clock 0
-    std::vector<std::vector<int>> up_sent(2, std::vector<int>(n, 0));
-    for (int j = 0; j < chunks; ++j)
-      for (int h = 0; h < 2; ++h)
-        for (int r : order[h]) {
-          if (early(h, r)) continue;
-          for (int c : l[h][r].child)
-            if (c >= 0) clock[r] = std::max(clock[r], up_sent[h][c] + 1);
-          if (l[h][r].parent >= 0) up_sent[h][r] = clock[r], steps = std::max(steps, clock[r] + 1);
-        }
-    std::vector<std::vector<int>> down_sent(2, std::vector<int>(n, 0));
-    for (int j = 0; j < chunks; ++j)
-      for (int h = 0; h < 2; ++h)
-        for (auto it = order[h].rbegin(); it != order[h].rend(); ++it) {
-          const int r = *it;
-          if (early(h, r)) continue;
-          if (l[h][r].parent >= 0) clock[r] = std::max(clock[r], down_sent[h][l[h][r].parent] + 1);
-          down_sent[h][r] = clock[r];
-          if (children(h, r) > 0) steps = std::max(steps, clock[r] + 1);
-        }
-    (chunks == 1 ? s.tree_steps_one : s.tree_steps_many) = steps;
   }
 }
 

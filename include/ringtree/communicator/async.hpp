@@ -75,12 +75,12 @@ class async_calls {
   // `on_done` as for submit.
   template <buffer_range R> requires lasting_range<R>
   work send_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
-    return self().engine().submit_p2p([c = &self(), d = const_view(data), peer, tag] { return posted::polled(post_send(c->lane(), d, peer, tag)); },
+    return self().engine().submit_p2p([c = &self(), d = const_view(data), peer, tag] { return posted::polled(post_send(c->traced_view(), d, peer, tag)); },
                                std::move(on_done));
   }
   template <writable_range R> requires lasting_range<R>
   work recv_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
-    return self().engine().submit_p2p([c = &self(), d = view(data), peer, tag] { return posted::polled(post_recv(c->lane(), d, peer, tag)); },
+    return self().engine().submit_p2p([c = &self(), d = view(data), peer, tag] { return posted::polled(post_recv(c->traced_view(), d, peer, tag)); },
                                std::move(on_done));
   }
 };

@@ -49,7 +49,7 @@ class chooser {
   const ringtree::tuner& model(Comm& comm) {
     if (!tuner_) {
       using T = typename Comm::transport_type;
-      auto l = comm.lane(false);
+      auto l = comm.untraced_view();
       host_shape hosts;
       if constexpr (hierarchical_transport<T>) hosts = host_shape::of(comm.transport().layout());
       tuner_.emplace(comm.size(), model_ ? *model_ : load_or_calibrate(l), comm.chunks(), memory_kind_of<T>(), hosts);
@@ -65,7 +65,7 @@ class chooser {
   static constexpr std::size_t one_shot_direct_bytes = std::size_t{512} << 10;  // read from all peers together
   template <collective C, class Comm>
   std::optional<algorithm> pick_direct(Comm& comm, std::size_t bytes, bool talk) {
-    const placement at = comm.placed(bytes, true);
+    const placement at = comm.placement_of(bytes, true);
     if (algo_ && offers(C, *algo_, at)) return *algo_;
     if (env_algo_ && offers(C, *env_algo_, at)) return *env_algo_;
     if constexpr (C == collective::allreduce) {
@@ -82,13 +82,13 @@ class chooser {
   std::optional<algorithm> pick(Comm& comm, std::size_t bytes, bool talk) {
     auto& memo = last_pick_[static_cast<std::size_t>(C)];  // calls repeat their sizes: answer those at once
     if (memo.first == bytes && memo.second != algorithm::automatic) return memo.second;
-    const auto a = pick_anew<C>(comm, bytes, talk);
+    const auto a = choose_without_memo<C>(comm, bytes, talk);
     if (a) memo = {bytes, *a};
     return a;
   }
   template <collective C, class Comm>
-  std::optional<algorithm> pick_anew(Comm& comm, std::size_t bytes, bool talk) {
-    const placement at = comm.placed(bytes, false);
+  std::optional<algorithm> choose_without_memo(Comm& comm, std::size_t bytes, bool talk) {
+    const placement at = comm.placement_of(bytes, false);
     if (algo_ && offers(C, *algo_, at)) return *algo_;
     if (env_algo_ && offers(C, *env_algo_, at)) return *env_algo_;
     int offered = 0;
@@ -97,7 +97,7 @@ class chooser {
       if (r.what == C && r.offered(at) && offered++ == 0) first = r.id;
     if (offered <= 1 || comm.size() == 1 || bytes == 0) return first;
     if (by_model_) return by_model(comm, C, bytes, talk);
-    return tuned<C>(comm, bytes, at, talk);
+    return measured_choice<C>(comm, bytes, at, talk);
   }
   // The cost model's choice (loading the model needs messages).
   template <class Comm>
@@ -110,18 +110,18 @@ class chooser {
   // this process's table (loaded once from the cache, the same on every
   // rank), else measured now on every rank.
   template <collective C, class Comm>
-  std::optional<algorithm> tuned(Comm& comm, std::size_t bytes, const placement& at, bool talk) {
+  std::optional<algorithm> measured_choice(Comm& comm, std::size_t bytes, const placement& at, bool talk) {
     const int bin = tuning_table::bin_of(bytes);
     if (!talk && (!tuning_ || tuning_->get(C, bin) == algorithm::automatic)) return std::nullopt;
     if (!tuning_) {
       tuning_ = std::make_unique<tuning_table>();
-      load_tuning(comm.lane(false), *tuning_, fresh_);
+      load_tuning(comm.untraced_view(), *tuning_, fresh_);
     }
     algorithm a = tuning_->get(C, bin);
     if (a == algorithm::automatic) {
       a = measure<C>(comm, bin);
       tuning_->set(C, bin, a);
-      save_tuning(comm.lane(false), *tuning_);
+      save_tuning(comm.untraced_view(), *tuning_);
     }
     return offers(C, a, at) ? a : by_model(comm, C, bytes, talk);
   }
@@ -140,7 +140,7 @@ class chooser {
     } untraced{measuring_};
     constexpr collective c = C;
     const std::size_t bytes = std::size_t{1} << bin;
-    const placement at = comm.placed(bytes, false);
+    const placement at = comm.placement_of(bytes, false);
     const auto algos = offered(c, &at);
     if (algos.size() < 2) return algos.empty() ? algorithm::automatic : algos.front();
     const int n = comm.size();
@@ -156,25 +156,21 @@ class chooser {
       std::memset(static_cast<void*>(b.span().data()), 0, b.span().size_bytes());
     }
     auto x = a.span(), y = b.span();
+    // The call's input and buffer (scatter and gather move blocks between
+    // the two scratch buffers), then row `al` on them.
+    std::span<const float> in;
+    std::span<float> data = x.first(total);
+    if constexpr (C == collective::scatter) in = x.first(block * n), data = y.first(block);
+    else if constexpr (C == collective::gather) in = y.first(block), data = x.first(block * n);
+    else if constexpr (C == collective::reduce_scatter || C == collective::allgather) data = x.first(block * n);
+    else if constexpr (C == collective::alltoall) in = x.first(whole), data = y.first(whole);
+    const std::vector<std::size_t> counts(n, whole / n);
     auto once = [&](algorithm al) {
-      // every collective, no fallback: a new one must say how it is measured
-      if constexpr (C == collective::allreduce) comm.template run<C>(al, x.first(total), op::sum);
-      else if constexpr (C == collective::broadcast) comm.template run<C>(al, x.first(total), 0);
-      else if constexpr (C == collective::reduce) comm.template run<C>(al, x.first(total), op::sum, 0);
-      else if constexpr (C == collective::scatter) comm.template run<C>(al, std::span<const float>(x.first(block * n)), y.first(block), 0);
-      else if constexpr (C == collective::gather) comm.template run<C>(al, std::span<const float>(y.first(block)), x.first(block * n), 0);
-      else if constexpr (C == collective::reduce_scatter) comm.template run<C>(al, x.first(block * n), op::sum);
-      else if constexpr (C == collective::allgather) comm.template run<C>(al, x.first(block * n));
-      else if constexpr (C == collective::barrier) comm.template run<C>(al);
-      else if constexpr (C == collective::alltoall) {
-        const std::vector<std::size_t> counts(n, whole / n);
-        comm.template run<C>(al, std::span<const float>(x.first(whole)), std::span<const std::size_t>(counts), y.first(whole),
-               std::span<const std::size_t>(counts));
-      }
-      else static_assert(C == collective::barrier, "how is this collective measured?");
+      with_row_arguments<C>(in, data, op::sum, 0, std::span<const std::size_t>(counts),
+                            [&](auto... args) { comm.template run<C>(al, args...); });
     };
     auto slowest = [&](std::vector<double>& v) {
-      auto l = comm.lane(false);
+      auto l = comm.untraced_view();
       ring::allreduce(l, std::span<double>(v), op::max, comm.chunks());
     };
     using clock = std::chrono::steady_clock;

@@ -56,7 +56,7 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
     c.private_in = std::as_bytes(in);
   if (!c.in_at && c.private_in.empty()) memory().copy(out, in);
   // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)
-  const algorithm for_scratch = plain<collective::allreduce>(c);
+  const algorithm for_scratch = private_row<collective::allreduce>(c);
   reduce_and_average(out, o, [&](auto data, op ro) {
         if (static_cast<const void*>(data.data()) == out.data()) run<collective::allreduce>(c, data, ro);
         else run<collective::allreduce>(for_scratch, data, ro);
@@ -133,7 +133,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
     if (o == op::avg) mem.average(out, size());
     return;
   }
-  c.algo = plain<collective::reduce_scatter>(c);
+  c.algo = private_row<collective::reduce_scatter>(c);
   auto work = mem.template scratch<E>(in.size());
   mem.copy(work.span(), in);
   auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };

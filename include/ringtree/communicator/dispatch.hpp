@@ -52,8 +52,8 @@ detail::collective_call communicator<Transport>::start(collective what, std::siz
   if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
   // An empty call may name a symmetric-only row: it moves nothing (finish picks a plain one).
   const bool symmetric = c.at.has_value() || sym.empty();
-  if (a != algorithm::automatic && !detail::offers(what, a, placed(c.bytes, symmetric))) {
-    const placement at = placed(c.bytes, symmetric);  // the message is built only when needed
+  if (a != algorithm::automatic && !detail::offers(what, a, placement_of(c.bytes, symmetric))) {
+    const placement at = placement_of(c.bytes, symmetric);  // the message is built only when needed
     c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
               size(), " ranks (available: ", detail::offered_names(what, &at), ")");
   }
@@ -73,7 +73,7 @@ void communicator<Transport>::finish(call& c) {
   if (opt_.checked && size() > 1) {
     if (c.problem.empty()) settled = resolve<C>(c, false);
     {
-      auto l = lane();
+      auto l = traced_view();
       detail::compare_calls(l, c, std::string(to_string(C)), settled);
     }
   }
@@ -83,7 +83,7 @@ void communicator<Transport>::finish(call& c) {
   // it needed messages for (a measurement, the model or tuning table
   // loaded) is compared too, once per such call.
   if (opt_.checked && size() > 1 && !settled) {
-    auto l = lane();
+    auto l = traced_view();
     detail::compare_calls(l, c, std::string(to_string(C)), c.algo);
   }
 }
@@ -96,15 +96,15 @@ template <collective C>
 std::optional<algorithm> communicator<Transport>::resolve(const call& c, bool talk) {
   std::optional<algorithm> a = c.algo;
   if (*a == algorithm::automatic) a = c.at ? chooser_.template pick_direct<C>(*this, c.bytes, talk) : chooser_.template pick<C>(*this, c.bytes, talk);
-  if (a && !c.at) a = plain<C>(c.bytes, *a, talk);  // an empty call, above
+  if (a && !c.at) a = private_row<C>(c.bytes, *a, talk);  // an empty call, above
   return a;
 }
 // Algorithm a where it runs on private memory (private scratch, an
 // empty call): a row not offered there gives way to the usual choice.
 template <transport Transport>
 template <collective C>
-std::optional<algorithm> communicator<Transport>::plain(std::size_t bytes, algorithm a, bool talk) {
-  return detail::offers(C, a, placed(bytes, false)) ? a : chooser_.template pick<C>(*this, bytes, talk);
+std::optional<algorithm> communicator<Transport>::private_row(std::size_t bytes, algorithm a, bool talk) {
+  return detail::offers(C, a, placement_of(bytes, false)) ? a : chooser_.template pick<C>(*this, bytes, talk);
 }
 
 // Runs algorithm a's row of collective C on the arguments: over the
@@ -158,7 +158,7 @@ void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::fou
   }
   // (flags, not a requires-expression: nvcc errs on one here)
   if constexpr (Lane && !Row::window_only) {
-    auto l = lane();
+    auto l = traced_view();
     row.run(l, opt_.chunks, args...);
   } else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
 }

@@ -81,7 +81,7 @@ symmetric_buffer<E> communicator<Transport>::allocate(std::size_t count) {
   if (size() > 1) {  // the same count everywhere, or nothing is allocated
     std::vector<std::uint64_t> counts(size());
     counts[rank()] = count;
-    auto l = lane(false);
+    auto l = untraced_view();
     ring::allgather(l, std::span<std::uint64_t>(counts));
     std::string differ;
     for (int r = 0; r < size(); ++r)

@@ -28,7 +28,7 @@ struct shared_state {
         heap = std::make_unique<symmetric_heap>(t.rank(), t.size(), std::move(*control), cores_of_all(t));
     }
   }
-  // Whether private calls may stream through staging (placed()'s rule):
+  // Whether private calls may stream through staging (placement_of()'s rule):
   // where the transport maps control memory in calls, and not while
   // tracing (the trace shows messages). MPI ranks on several hosts map
   // nothing: known from the first call on.

@@ -101,18 +101,9 @@ void run_watched(Lane& lane, collective c, algorithm a, const chunk_sizes& ch, w
       if constexpr (Row::window_only) {
         throw error("ringtree-trace", lane.rank(), cat(Row::name, " runs only on symmetric memory: it moves no messages to show"));
       } else {
-        std::span<std::uint64_t> d(b.data);
-        if constexpr (C == collective::allreduce || C == collective::reduce_scatter) row.run(lane, ch, d, op::sum);
-        else if constexpr (C == collective::reduce) row.run(lane, ch, d, op::sum, root);
-        else if constexpr (C == collective::broadcast) row.run(lane, ch, d, root);
-        else if constexpr (C == collective::allgather) row.run(lane, ch, d);
-        else if constexpr (C == collective::scatter || C == collective::gather) row.run(lane, ch, std::span<const std::uint64_t>(b.in), d, root);
-        else if constexpr (C == collective::barrier) row.run(lane, ch);
-        else if constexpr (C == collective::alltoall) {
-          const std::vector<std::size_t> counts(n, b.data.size() / n);
-          row.run(lane, ch, std::span<const std::uint64_t>(b.in), std::span<const std::size_t>(counts), d,
-                  std::span<const std::size_t>(counts));
-        }
+        const std::vector<std::size_t> counts(n, b.data.size() / n);  // (all-to-all)
+        with_row_arguments<C>(std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, root,
+                              std::span<const std::size_t>(counts), [&](auto... args) { row.run(lane, ch, args...); });
       }
     });
     if (!ran) throw error("ringtree-trace", lane.rank(), cat(to_string(C), " has no algorithm ", to_string(a)));

@@ -23,7 +23,8 @@
 #include <vector>
 
 #include <ringtree/algorithms/table.hpp>
-#include <ringtree/transport/hosts.hpp>
+#include <ringtree/transport/topology.hpp>
+#include <ringtree/tuning/tree_shape.hpp>
 
 namespace ringtree {
 
