@@ -40,6 +40,8 @@
 #include <vector>
 
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/fail_stop.hpp>
+#include <ringtree/core/wait.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 
 namespace ringtree {
@@ -155,39 +157,29 @@ class symmetric_heap {
   // After an error in a direct call nothing is certain about who still
   // reads what: the line says so to the peers, and later calls raise.
   void fail(const std::string& why) noexcept {
-    if (broken_.empty()) broken_ = why;
+    try {
+      stop_.fail(why);
+    } catch (...) {  // (no memory for the message: the line below still stops the peers)
+    }
     mine()->seq.store(failed_seq);
   }
-  void check_usable() const {
-    if (!broken_.empty())
-      throw error("symmetric", rank_, cat("a direct call on symmetric memory failed earlier, so this communicator's "
-                                          "symmetric buffers cannot be used again; the first failure: ", broken_));
-  }
+  void check_usable() const { stop_.check("symmetric", rank_); }
 
   // Waits until rank q's line reaches `target`, or raises naming q.
   void wait(const char* call, int q, std::uint64_t target) const { wait(call, q, line(q)->seq, target); }
   // Waits until `seq`, written by rank q, reaches `target`.
   void wait(const char* call, int q, const std::atomic<std::uint64_t>& seq, std::uint64_t target) const {
-    std::chrono::steady_clock::time_point deadline{}, next_check{};
-    for (long spins = 0;; ++spins) {
+    patience p(control_.timeout, pace{spin_, 0, 64});
+    for (long looks = 0;; ++looks) {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
       if (v >= target && v != failed_seq) return;
-      if ((spins & 63) == 63 || v == failed_seq)  // (q's epoch line also says so where `seq` is a staging slot's)
+      if ((looks & 63) == 63 || v == failed_seq)  // (q's epoch line also says so where `seq` is a staging slot's)
         if (v == failed_seq || line(q)->seq.load(std::memory_order_relaxed) == failed_seq)
           throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)"));
-      if (spins < spin_) continue;
-      sched_yield();  // the peer may need this core
-      if ((spins & 63) != 0) continue;
-      const auto now = std::chrono::steady_clock::now();
-      if (deadline == decltype(deadline){}) {
-        deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(control_.timeout);
-        next_check = now;
-      }
-      if (now < next_check) continue;
-      next_check = now + std::chrono::milliseconds(5);
+      if (!p.idle() || !p.check_due()) continue;
       if (control_.peer_problem)
         if (auto why = control_.peer_problem(q); !why.empty()) throw error(call, rank_, why);
-      if (now > deadline)
+      if (p.overdue())
         throw timeout_error(call, rank_, q,
                             cat("waited ", control_.timeout.count(), " s for rank ", q, " (RINGTREE_TIMEOUT) in a direct ",
                                 "call on symmetric memory: it stalled, or called something else (a private buffer ",
@@ -201,7 +193,7 @@ class symmetric_heap {
   long spin_;  // spins before yielding: few when ranks outnumber cores
   std::uint64_t call_ = 0, stage_ = 0, last_id_ = 0;
   std::vector<std::pair<std::weak_ptr<symmetric_region>, const symmetric_region*>> regions_;
-  std::string broken_;
+  detail::fail_stop stop_{"a direct call on symmetric memory failed earlier, so this communicator's symmetric buffers cannot be used again"};
 };
 
 }  // namespace detail

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <ringtree/core/config.hpp>
+#include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/transport.hpp>
@@ -140,13 +141,10 @@ class local_transport {
   std::optional<shared_mapping> map_shared(std::size_t bytes);
 
   // Why the transport is broken ("" while it works).
-  const std::string& failure() const noexcept { return broken_; }
+  const std::string& failure() const noexcept { return stop_.failure(); }
 
  private:
-  void check_usable(const char* call) const {
-    if (!broken_.empty())
-      throw error(call, rank_, detail::cat("this transport failed earlier and cannot be used again; the first failure: ", broken_));
-  }
+  void check_usable(const char* call) const { stop_.check(call, rank_); }
   bool complete(request& r, bool block);
   friend class local_world;
   local_transport(local_world& w, std::shared_ptr<detail::local_context> ctx, int rank)
@@ -154,7 +152,7 @@ class local_transport {
   local_world* world_;
   std::shared_ptr<detail::local_context> ctx_;
   int rank_;
-  std::string broken_;  // the first failure; "" while usable
+  detail::fail_stop stop_{"this transport failed earlier and cannot be used again"};
   std::uint64_t mappings_made_ = 0;  // map_shared calls so far
 };
 
@@ -300,24 +298,16 @@ inline local_transport::request local_transport::irecv(int peer, std::span<std::
 inline void local_transport::wait(request& r) {
   if (r.ch_ == nullptr) return;
   check_usable(r.recv_ ? "recv" : "send");
-  try {
+  stop_.guard([&] {
     r.since_ = {};  // a wait's timeout starts now
     complete(r, true);
-  } catch (const error& e) {
-    broken_ = e.what();
-    throw;
-  }
+  });
 }
 
 inline bool local_transport::test(request& r) {
   if (r.ch_ == nullptr) return true;
   check_usable(r.recv_ ? "recv" : "send");
-  try {
-    return complete(r, false);
-  } catch (const error& e) {
-    broken_ = e.what();
-    throw;
-  }
+  return stop_.guard([&] { return complete(r, false); });
 }
 
 inline bool local_transport::complete(request& r, bool block) {

@@ -1,0 +1,72 @@
+#pragma once
+// How a rank waits for a peer, in one place: spin while the peer is
+// probably a few hundred nanoseconds away, yield while it may need this
+// core (more ranks than cores), then wait long: read the clock, check on
+// the peer every few milliseconds (dead? failed?), and raise past the
+// timeout. The transports say what "done" is, what a check looks at and
+// whether they sleep between looks (shm sleeps on a futex); the pace is
+// theirs too, and the loop is this one.
+#include <sched.h>
+
+#include <chrono>
+
+#include <ringtree/core/cxx20.hpp>
+
+namespace ringtree::detail {
+
+// `spins` looks at full speed, then `yields` looks that yield the core,
+// then the long wait: the clock is read every `clock_every` looks, and
+// the core is yielded between looks unless the caller `sleeps`.
+struct pace {
+  long spins = 0;
+  long yields = 0;
+  long clock_every = 1;
+  bool sleeps = false;
+};
+
+class patience {
+ public:
+  using clock = std::chrono::steady_clock;
+  static constexpr auto check_every = std::chrono::milliseconds(5);
+
+  patience(std::chrono::duration<double> timeout, pace p) noexcept
+      : timeout_(std::chrono::duration_cast<clock::duration>(timeout)), pace_(p) {}
+
+  // After a look that found nothing. True where the wait is long and the
+  // clock was read: then started(), check_due() and overdue() say what to do.
+  bool idle() noexcept {
+    const long k = ++looks_;
+    if (k <= pace_.spins) return false;
+    if (k <= pace_.spins + pace_.yields) {
+      sched_yield();
+      return false;
+    }
+    if (!pace_.sleeps) sched_yield();
+    if (pace_.clock_every > 1 && k % pace_.clock_every != 0) return false;
+    now_ = clock::now();
+    started_ = deadline_ == clock::time_point{};
+    if (started_) deadline_ = now_ + timeout_, next_check_ = now_;
+    return true;
+  }
+  // Progress was made: spin again (the deadline stays).
+  void progressed() noexcept { looks_ = 0; }
+
+  bool started() const noexcept { return started_; }  // the long wait began at this look
+  bool waited_long() const noexcept { return deadline_ != clock::time_point{}; }
+  // Every check_every of the long wait: time to look at the peer.
+  bool check_due() noexcept {
+    if (now_ < next_check_) return false;
+    next_check_ = now_ + check_every;
+    return true;
+  }
+  bool overdue() const noexcept { return now_ > deadline_; }
+
+ private:
+  clock::duration timeout_;
+  pace pace_;
+  long looks_ = 0;
+  bool started_ = false;
+  clock::time_point now_{}, deadline_{}, next_check_{};
+};
+
+}  // namespace ringtree::detail
