@@ -17,7 +17,7 @@
 //   RINGTREE_MODEL_FILE   the cost model's file (default in the cache directory)
 //   RINGTREE_TRACE        FILE.json: record every call as a Chrome trace
 //   RINGTREE_SHM_NAME, RINGTREE_RANK, RINGTREE_SIZE, RINGTREE_SHM_JOB
-//                         shm_transport::from_env (see transport/shm.hpp)
+//                         shm_transport::from_env (see transport/shm/bootstrap.hpp)
 #include <chrono>
 #include <cstdlib>
 #include <optional>

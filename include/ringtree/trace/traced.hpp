@@ -33,7 +33,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
-#include <ringtree/transport/hosts.hpp>
+#include <ringtree/transport/topology.hpp>
 #include <ringtree/memory/scratch_pool.hpp>
 #include <ringtree/transport/transport.hpp>
 

@@ -183,6 +183,7 @@ class cuda_slots {
   using memory_type = device_memory;
   static constexpr const char* name = "cuda_ipc";
   static constexpr bool payload_in_segment = false;
+  static constexpr bool maps_in_calls = false;  // control memory is mapped by allocate only (shm/slots.hpp)
   using context = host_slots::context;
 
   cuda_slots(cudaStream_t stream, int rank) : st_(std::make_shared<state>()) {

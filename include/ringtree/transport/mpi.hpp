@@ -13,7 +13,7 @@
 // every later call raises, naming the first failure. Receives still posted
 // are cancelled, so MPI writes into no buffer after the error has been
 // raised; sends still posted may yet be read by MPI (Open MPI cannot cancel
-// them), so ringtree's scratch is kept for them (mpi_memory), and the
+// them), so ringtree's scratch is kept for them (mpi_memory.hpp), and the
 // caller's buffers of the failed call must stay alive until MPI_Finalize.
 // What is safe then (docs/errors.md): destroy the communicator and
 // transport and call MPI_Finalize, or end the job at once with abort()
@@ -46,6 +46,7 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/memory/segments.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
+#include <ringtree/transport/mpi_memory.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/wait_board.hpp>
 
@@ -79,51 +80,6 @@ inline std::string mpi_error_string(int code) {
 }
 
 }  // namespace detail
-
-namespace detail {
-// Scratch that MPI may still read after a failure: once a send has been
-// abandoned (MPI has no way to cancel it), scratch freed from then on is
-// parked here instead, and kept for as long as MPI may use it.
-struct mpi_parking {
-  bool hold = false;
-  std::vector<std::shared_ptr<void>> parked;
-};
-}  // namespace detail
-
-// Host memory whose scratch buffers are parked instead of freed while the
-// transport has abandoned sends (see mpi_transport's failure notes).
-// A plain pointer to the transport's parking: scratch lives inside a call,
-// which the transport outlives (no reference counting on the hot path).
-struct mpi_memory : host_memory {
-  detail::mpi_parking* parking = nullptr;
-  template <class E>
-  struct buffer {
-    std::shared_ptr<E[]> data_;
-    std::size_t size_ = 0;
-    detail::mpi_parking* parking_ = nullptr;
-    buffer() = default;
-    buffer(std::shared_ptr<E[]> d, std::size_t n, detail::mpi_parking* p) : data_(std::move(d)), size_(n), parking_(p) {}
-    buffer(buffer&& o) noexcept : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)), parking_(o.parking_) {}
-    buffer& operator=(buffer&& o) noexcept {
-      park();
-      data_ = std::move(o.data_);
-      size_ = std::exchange(o.size_, 0);
-      parking_ = o.parking_;
-      return *this;
-    }
-    ~buffer() { park(); }
-    std::span<E> span() const noexcept { return {data_.get(), size_}; }
-
-   private:
-    void park() noexcept {
-      if (data_ && parking_ && parking_->hold) parking_->parked.push_back(std::move(data_));
-    }
-  };
-  template <class E>
-  buffer<E> scratch(std::size_t n) const {
-    return {std::make_shared_for_overwrite<E[]>(n), n, parking};
-  }
-};
 
 struct mpi_options {
   std::optional<std::chrono::duration<double>> timeout{};  // unset: RINGTREE_TIMEOUT (default 300 s)

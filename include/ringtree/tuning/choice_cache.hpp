@@ -1,0 +1,136 @@
+#pragma once
+// The choice cache: what algorithm::automatic picked in each size bin, by
+// measurement (tuning_table), and the file that keeps it between runs
+// (load_tuning / save_tuning), valid for one CPU and one version. Apart
+// from the cost model's file because it is another file with other rules:
+// measured choices, not constants, and thrown away rather than trusted
+// when the machine or ringtree changed.
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <ringtree/algorithms/tree.hpp>
+#include <ringtree/core/config.hpp>
+#include <ringtree/core/error.hpp>
+#include <ringtree/tuning/cache_files.hpp>
+#include <ringtree/tuning/cost_model.hpp>
+
+namespace ringtree {
+namespace detail {
+
+// What automatic picked in each size bin, by measurement (communicator.hpp
+// measures; this keeps the choices). Bin b holds the sizes in
+// (2^(b-1), 2^b] bytes and is measured at 2^b; calls above 2^max_bin
+// (64 MiB) use that bin's choice. algorithm::automatic: not measured yet.
+struct tuning_table {
+  static constexpr int max_bin = 26;
+  static constexpr std::size_t collectives = std::size(all_collectives);
+  static int bin_of(std::size_t bytes) noexcept {
+    return bytes <= 1 ? 0 : std::min(static_cast<int>(std::bit_width(bytes - 1)), max_bin);
+  }
+  std::array<std::uint8_t, collectives*(max_bin + 1)> pick{};  // algorithm values
+  algorithm get(collective c, int bin) const noexcept { return algorithm(pick[std::size_t(c) * (max_bin + 1) + bin]); }
+  void set(collective c, int bin, algorithm a) noexcept { pick[std::size_t(c) * (max_bin + 1) + bin] = std::uint8_t(a); }
+};
+
+// The cache of choices: one file per transport and rank count, valid for
+// one CPU model and one version of ringtree (a newer version may have
+// other algorithms, or faster ones).
+inline std::string tuning_path(const std::string& transport, int ranks) {
+  return cat(config::from_env().cache_dir, "/tuned-", transport, "-", ranks, "ranks.txt");
+}
+inline loaded_files<tuning_table>& loaded_tunings() {
+  static loaded_files<tuning_table> tables;
+  return tables;
+}
+
+// The table in a cache file's text, or nothing if it was made on another
+// CPU or by another version. Lines: "cpu = ...", "version = ...",
+// "<collective> <bytes> = <algorithm>"; a line that does not parse is an
+// error naming the file, never silently ignored.
+inline std::optional<tuning_table> parse_tuning(const std::string& text, const std::string& path, int rank) {
+  tuning_table t;
+  std::string cpu, ver;
+  std::istringstream in(text);
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    line = line.substr(0, line.find('#'));
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto eq = line.find('=');
+    auto trim = [](std::string x) {
+      x.erase(0, x.find_first_not_of(" \t\r"));
+      x.erase(x.find_last_not_of(" \t\r") + 1);
+      return x;
+    };
+    const std::string key = trim(line.substr(0, eq == std::string::npos ? 0 : eq)), value = trim(eq == std::string::npos ? "" : line.substr(eq + 1));
+    auto bad = [&] { return error("tuning", rank, cat(path, ":", no, ": expected 'cpu = ...', 'version = ...' or '<collective> <bytes> = <algorithm>', got '", line, "'")); };
+    if (eq == std::string::npos) throw bad();
+    if (key == "cpu") { cpu = value; continue; }
+    if (key == "version") { ver = value; continue; }
+    std::istringstream ks(key);
+    std::string name, rest;
+    std::size_t bytes = 0;
+    if (!(ks >> name >> bytes) || (ks >> rest) || !std::has_single_bit(bytes) || tuning_table::bin_of(bytes) != std::countr_zero(bytes)) throw bad();
+    const auto a = algorithm_from_string(value);
+    bool known = false;
+    for (collective c : all_collectives)
+      if (to_string(c) == name && a && offers(c, *a)) t.set(c, tuning_table::bin_of(bytes), *a), known = true;
+    if (!known) throw bad();
+  }
+  if (cpu != cpu_model() || ver != version_string) return std::nullopt;
+  return t;
+}
+
+// Every rank calls this: rank 0 finds the table (this process's, or the
+// cache file's unless `fresh`) and every rank ends with rank 0's.
+template <transport T>
+void load_tuning(T t, tuning_table& table, bool fresh) {
+  const std::string path = tuning_path(cache_name(t), t.size());
+  std::uint8_t state = 0;  // 1: rank 0 failed
+  std::optional<error> failed;
+  if (t.rank() == 0) {
+    std::lock_guard lk(loaded_models_mutex());
+    try {
+      if (const tuning_table* done = fresh ? nullptr : loaded_tunings().find(path)) table = *done;
+      else if (!fresh)
+        if (auto text = read_text_file(path, "tuning", "tuning", 0))
+          if (auto found = parse_tuning(*text, path, 0)) table = *found;
+    } catch (const error& e) {
+      failed = e;
+      state = 1;
+    }
+  }
+  std::array<std::uint8_t, sizeof(table.pick) + 1> msg{};
+  std::copy(table.pick.begin(), table.pick.end(), msg.begin());
+  msg.back() = state;
+  if (t.size() > 1) tree::binomial_broadcast(t, std::span<std::uint8_t>(msg), 0);
+  if (failed) throw *failed;
+  if (msg.back() != 0) throw error("tuning", t.rank(), cat("rank 0 could not read ", path));
+  std::copy(msg.begin(), msg.end() - 1, table.pick.begin());
+}
+
+// Rank 0 keeps the table for this process and writes the cache file.
+template <transport T>
+void save_tuning(T t, const tuning_table& table) {
+  if (t.rank() != 0) return;
+  const std::string name = cache_name(t), path = tuning_path(name, t.size());
+  std::string text = cat("# ringtree: what automatic runs, measured on this transport (", name, ", ", t.size(), " ranks), ",
+                         measured_stamp(), "\n# delete this file (or RINGTREE_TUNE=fresh) to measure again\ncpu = ", cpu_model(),
+                         "\nversion = ", version_string, "\n");
+  for (collective c : all_collectives)
+    for (int b = 0; b <= tuning_table::max_bin; ++b)
+      if (table.get(c, b) != algorithm::automatic) text += cat(to_string(c), " ", std::size_t{1} << b, " = ", to_string(table.get(c, b)), "\n");
+  std::lock_guard lk(loaded_models_mutex());
+  loaded_tunings().put(path, table);
+  write_text_file(path, text);
+}
+
+}  // namespace detail
+}  // namespace ringtree
