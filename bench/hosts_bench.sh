@@ -19,8 +19,8 @@ build=${1:-build}; shift || true
 rates=("$@"); [ ${#rates[@]} -gt 0 ] || rates=(10gbit 1gbit)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RINGTREE_CACHE_DIR=${RINGTREE_CACHE_DIR:-$(mktemp -d)}
 hosts="$here/../tests/mpi/hosts.sh"
-for b in pingpong ringtree-perf grad_sync_bench; do
-  [ -x "$build/bench/$b" ] || { echo "hosts_bench.sh: no $build/bench/$b (build first: scripts/ringtree bench)" >&2; exit 1; }
+for b in bench/pingpong tools/ringtree-perf bench/grad_sync_bench; do
+  [ -x "$build/$b" ] || { echo "hosts_bench.sh: no $build/$b (build first: scripts/ringtree bench)" >&2; exit 1; }
 done
 for rate in "${rates[@]}"; do
   for map in node slot; do

@@ -55,9 +55,9 @@ while IFS= read -r line; do
     tool=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
     printf '%s\n' "$line" >>"$out"
     if [ "$tool" = ringtree-trace ]; then
-      { echo '```text'; "$build/bench/$tool" $args; echo '```'; } >>"$out"
+      { echo '```text'; "$build/tools/$tool" $args; echo '```'; } >>"$out"
     else
-      "$build/bench/$tool" $args >>"$out"
+      "$build/tools/$tool" $args >>"$out"
     fi
     skipping=1
     continue

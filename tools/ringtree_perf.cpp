@@ -1,6 +1,6 @@
 // ringtree-perf: nccl-tests-style sweeps of ringtree's collectives next to
 // the MPI library's own, in the same run.
-//   mpirun -np 2 build/bench/ringtree-perf -b 8 -e 256M -f 2 -o allreduce -a ring,tree,automatic,mpi
+//   mpirun -np 2 build/tools/ringtree-perf -b 8 -e 256M -f 2 -o allreduce -a ring,tree,automatic,mpi
 #include <mpi.h>
 
 #include <algorithm>

@@ -221,12 +221,12 @@ namespace {
 struct card_slots : detail::host_slots {
   void setup(const context& c) {
     const std::int64_t mine = 1000 + c.rank;
-    std::memcpy(c.card(c.rank).data(), &mine, sizeof mine);
+    std::memcpy(c.policy_data(c.rank).data(), &mine, sizeof mine);
     c.publish();
     c.wait_all_published();
     for (int r = 0; r < c.size; ++r) {
       std::int64_t theirs = 0;
-      std::memcpy(&theirs, c.card(r).data(), sizeof theirs);
+      std::memcpy(&theirs, c.policy_data(r).data(), sizeof theirs);
       if (theirs != 1000 + r) throw error("card_slots", c.rank, detail::cat("rank ", r, "'s card says ", theirs));
     }
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include <ringtree/algorithms/vocabulary.hpp>
 #include <ringtree/communicator/p2p.hpp>
 #include <ringtree/communicator/ranges.hpp>
 #include <ringtree/core/work.hpp>

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/algorithms/table.hpp>
 #include <ringtree/communicator/agreement.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>

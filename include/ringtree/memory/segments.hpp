@@ -108,7 +108,7 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   const std::size_t len = std::max(page, (bytes + page - 1) / page * page);
   auto views = std::make_shared<shm_views>(n, len);
   auto fail = [&](const std::string& what) { return error("symmetric memory", me, cat(what, ": ", std::strerror(errno))); };
-  struct card {
+  struct segment_name {
     char name[shm_name_max] = {};
   } mine;
   sweep_stale_segments();
@@ -127,7 +127,7 @@ std::optional<shared_mapping> map_segments(T& t, std::size_t bytes, std::functio
   views->at[me] = p;
   madvise(p, len, MADV_HUGEPAGE);  // a hint: refused where shared memory gets no huge pages
   std::memset(p, 0, len);          // the owner touches its pages first: they are local to it
-  std::vector<card> all(n);
+  std::vector<segment_name> all(n);
   const bool optional = mode == sharing::if_one_host;
   bool ok = true;
   try {  // a peer that dies from here on may leave its segment: sweep it on the way out

@@ -207,13 +207,13 @@ class cuda_slots {
     s.incoming = static_cast<std::byte*>(p);
     cudaIpcMemHandle_t h;
     cuda_check(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle", c.rank);
-    static_assert(sizeof h <= sizeof(shm_rank::card));
-    std::memcpy(c.card(c.rank).data(), &h, sizeof h);
+    static_assert(sizeof h <= sizeof(shm_rank::policy_data));
+    std::memcpy(c.policy_data(c.rank).data(), &h, sizeof h);
     c.publish();
     c.wait_all_published();
     for (int r = 0; r < c.size; ++r) {
       if (r == c.rank) continue;
-      std::memcpy(&h, c.card(r).data(), sizeof h);
+      std::memcpy(&h, c.policy_data(r).data(), sizeof h);
       cuda_check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle", c.rank);
       s.peer[r] = static_cast<std::byte*>(p);
     }

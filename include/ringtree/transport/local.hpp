@@ -360,9 +360,9 @@ inline std::optional<shared_mapping> local_transport::map_shared(std::size_t byt
     e.regions.resize(n);
     e.regions[rank_] = mine;
   }
-  const std::uint64_t card[2] = {number, len};
+  const std::uint64_t stated[2] = {number, len};  // which mapping, how long
   std::vector<std::uint64_t> all(2 * n);
-  detail::exchange_all(*this, "symmetric memory", std::as_bytes(std::span(card)), std::as_writable_bytes(std::span(all)));
+  detail::exchange_all(*this, "symmetric memory", std::as_bytes(std::span(stated)), std::as_writable_bytes(std::span(all)));
   for (int q = 0; q < n; ++q)
     if (all[2 * q] != number || all[2 * q + 1] != len)
       throw error("symmetric memory", rank_, detail::cat("rank ", q, " is at its mapping ", all[2 * q], " of ", all[2 * q + 1],

@@ -44,6 +44,8 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/fail_stop.hpp>
+#include <ringtree/core/wait.hpp>
 #include <ringtree/memory/segments.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/mpi_memory.hpp>
@@ -181,7 +183,7 @@ class mpi_transport {
     std::abort();  // MPI_Abort does not return; if it did, neither do we
   }
   // Why the transport is broken ("" while it works).
-  const std::string& failure() const noexcept { return broken_; }
+  const std::string& failure() const noexcept { return stop_.failure(); }
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
@@ -312,23 +314,16 @@ class mpi_transport {
     if (r.count() == 0) return;
     check_usable(r.recv_ ? "recv" : "send");
     failing_with(r, [&] {
-      std::chrono::steady_clock::time_point deadline{};
-      for (long spins = 0; !test_pending(r); ++spins) {
-        // Spin first (lowest latency; the clock is read only once the wait
-        // is not short); yield once it is long, so that oversubscribed
-        // ranks let their peers run.
-        if (spins > 2000) sched_yield();
-        if ((spins & 1023) == 1023) {
-          const auto now = std::chrono::steady_clock::now();
-          if (deadline == decltype(deadline){}) {
-            deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
-            if (board_) board_->waiting(whole_of(r.peer_));  // a long wait: the host may ask whom for
-          } else if (now > deadline) {
-            timed_out(r);
-          }
-        }
+      // Spin first (lowest latency; the clock is read only once the wait
+      // is not short), then yield, so that oversubscribed ranks let their
+      // peers run.
+      detail::patience p(*opt_.timeout, detail::pace{2000, 0, 1024});
+      while (!test_pending(r)) {
+        if (!p.idle()) continue;
+        if (p.started() && board_) board_->waiting(whole_of(r.peer_));  // a long wait: the host may ask whom for
+        if (p.overdue()) timed_out(r);
       }
-      if (deadline != decltype(deadline){} && board_) board_->done();
+      if (p.waited_long() && board_) board_->done();
     });
   }
   // Completes r if MPI has, else returns false at once; raises as wait()
@@ -351,14 +346,10 @@ class mpi_transport {
   // f() on request r; if it raises, the transport is broken from then on.
   template <class F>
   void failing_with(request& r, F&& f) {
-    try {
-      f();
-    } catch (const error& e) {
-      broken_ = e.what();
+    stop_.guard(std::forward<F>(f), [&] {
       abandon(r);
       r.n_ = 0;
-      throw;
-    }
+    });
   }
   // No answer in time: names the peer, or the rank this host's chain of
   // waits leads to from it (wait_board.hpp).
@@ -406,11 +397,7 @@ class mpi_transport {
     return true;
   }
 
-  void check_usable(const char* call) const {
-    if (!broken_.empty())
-      throw error(call, rank_, detail::cat("this mpi_transport failed earlier and cannot be used again (destroy it, "
-                                           "then MPI_Finalize, or abort() the job); the first failure: ", broken_));
-  }
+  void check_usable(const char* call) const { stop_.check(call, rank_); }
   // MPI still owns an unfinished request's pieces: receives are cancelled
   // (they must not write into buffers that are about to be freed), and all
   // are kept until the transport is destroyed.
@@ -476,7 +463,7 @@ class mpi_transport {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   bool one_host_ = false;  // every rank on this host (MPI_COMM_TYPE_SHARED)
-  std::string broken_;                   // the first failure; "" while usable
+  detail::fail_stop stop_{"this mpi_transport failed earlier and cannot be used again (destroy it, then MPI_Finalize, or abort() the job)"};
   std::vector<MPI_Request> abandoned_;   // requests MPI still owns after a failure
   std::shared_ptr<detail::mpi_parking> parking_ = std::make_shared<detail::mpi_parking>();
   std::shared_ptr<const detail::wait_board> board_;  // this host's long waits (report_waits), if any

@@ -15,7 +15,7 @@ namespace detail {
 
 // Where chunk payloads live and how they are copied: host_slots keeps them
 // in the segment and copies with memcpy. A policy may instead keep them in
-// device memory (cuda_ipc.hpp); setup() then publishes this rank's card
+// device memory (cuda_ipc.hpp); setup() then publishes this rank's policy data
 // (an IPC handle) and reads the others'.
 struct host_slots {
   using memory_type = host_memory;
@@ -28,8 +28,8 @@ struct host_slots {
   struct context {
     int rank, size;
     std::size_t slots, slot_bytes;
-    std::function<std::span<std::byte>(int)> card;  // rank r's card
-    std::function<void()> publish;                  // my card is written
+    std::function<std::span<std::byte>(int)> policy_data;  // rank r's policy data
+    std::function<void()> publish;                  // my policy data is written
     std::function<void()> wait_all_published;
   };
   void setup(const context&) {}

@@ -40,10 +40,10 @@ struct alignas(64) shm_rank {
   std::atomic<std::int32_t> pid;         // claimed by compare-and-swap from 0
   std::atomic<std::uint32_t> doorbell;
   std::atomic<std::uint32_t> sleeping;
-  std::atomic<std::uint32_t> published;  // `card` below is valid
+  std::atomic<std::uint32_t> published;  // `policy_data` below is valid
   std::atomic<std::uint32_t> left;       // the rank's transport failed or was destroyed
   std::atomic<std::uint32_t> cpus_set;   // `cpus` below is valid
-  alignas(64) std::byte card[128];       // what a slot policy shares (a CUDA IPC handle)
+  alignas(64) std::byte policy_data[128];       // what a slot policy shares (a CUDA IPC handle)
   cpu_set_t cpus;                        // the CPUs this rank may run on (oversubscription)
   wait_line wait;                        // whom the rank waits for, in a long wait (wait_board.hpp)
 };

@@ -37,6 +37,8 @@
 #include <vector>
 
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/fail_stop.hpp>
+#include <ringtree/core/wait.hpp>
 #include <ringtree/memory/segments.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/shm/bootstrap.hpp>
@@ -96,15 +98,15 @@ class slot_transport {
     if (sched_getaffinity(0, sizeof me()->cpus, &me()->cpus) != 0) CPU_ZERO(&me()->cpus);
     me()->cpus_set.store(1, std::memory_order_release);
     auto* h = seg_->hdr();
-    lay_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes),
+    layout_ = detail::shm_layout{size, static_cast<std::size_t>(h->slots), static_cast<std::size_t>(h->slot_bytes),
                               Slots::payload_in_segment};
     sends_.resize(size);
     recvs_.resize(size);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
     slots_.setup(typename Slots::context{
-        rank, size, lay_.slots, lay_.slot_bytes,
-        [this](int r) { return std::span<std::byte>(rank_line(r)->card); },
+        rank, size, layout_.slots, layout_.slot_bytes,
+        [this](int r) { return std::span<std::byte>(rank_line(r)->policy_data); },
         [this] { me()->published.store(1); },
         [this, deadline] {
           for (int r = 0; r < size_; ++r)
@@ -129,11 +131,11 @@ class slot_transport {
   // and the peers' waits on this rank raise at once. For a program that
   // gives up after an error but goes on living.
   void abort() noexcept {
-    if (broken_.empty()) broken_ = "abort() was called";
+    stop_.fail("abort() was called");
     leave();
   }
   // Why the transport is broken ("" while it works).
-  const std::string& failure() const noexcept { return broken_; }
+  const std::string& failure() const noexcept { return stop_.failure(); }
 
   // Without MPI: the name from RINGTREE_SHM_NAME, rank and size from
   // RINGTREE_RANK / RINGTREE_SIZE (or Open MPI's or PMI's variables), so any
@@ -192,7 +194,7 @@ class slot_transport {
   std::shared_ptr<const detail::wait_board> wait_board() const noexcept { return board_; }
 
   const std::string& segment_name() const noexcept { return seg_->name(); }
-  std::size_t slot_bytes() const noexcept { return lay_.slot_bytes; }
+  std::size_t slot_bytes() const noexcept { return layout_.slot_bytes; }
 
   request isend(int peer, std::span<const std::byte> data) {
     check_usable("isend");
@@ -245,49 +247,33 @@ class slot_transport {
   // f() on request r; if it raises, the transport is broken from then on.
   template <class F>
   void failing_with(request& r, F&& f) {
-    try {
-      f();
-    } catch (const error& e) {
-      broken_ = e.what();
+    stop_.guard(std::forward<F>(f), [&] {
       r.op_.reset();
       leave();
-      throw;
-    }
+    });
   }
   void wait_pending(request& r) {
-    std::chrono::steady_clock::time_point deadline{}, next_check{};
-    bool published = false;
-    for (long idle = 0; !r.op_->complete;) {
+    // spin: the peer is usually a few hundred ns away, unless it waits for
+    // this rank's core (more ranks than cores): then yield almost at once;
+    // a long wait sleeps on the doorbell between looks
+    const long spins = oversubscribed() ? 7 : 255;
+    detail::patience p(*opt_.timeout, detail::pace{spins, 1023 - spins, 1, true});
+    while (!r.op_->complete) {
       const std::uint32_t bell = me()->doorbell.load(std::memory_order_acquire);
       if (progress()) {
-        idle = 0;
+        p.progressed();
         continue;
       }
       if (r.op_->complete) break;
-      // spin: the peer is usually a few hundred ns away, unless it waits for
-      // this rank's core (more ranks than cores): then yield almost at once
-      if (++idle < (oversubscribed() ? 8 : 256)) continue;
-      if (idle < 1024) {
-        sched_yield();
-        continue;
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (deadline == decltype(deadline){}) {
-        deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(*opt_.timeout);
-        next_check = now;
-        board_->waiting(board_->whole_of(r.peer_));  // a long wait: the host may ask whom for
-        published = true;
-      }
-      if (now >= next_check) {
-        check_peer(r, now > deadline);
-        next_check = now + std::chrono::milliseconds(5);
-      }
+      if (!p.idle()) continue;
+      if (p.started()) board_->waiting(board_->whole_of(r.peer_));  // a long wait: the host may ask whom for
+      if (p.check_due()) check_peer(r, p.overdue());
       me()->sleeping.store(1);
       if (!progress() && !r.op_->complete)
         detail::futex_wait(&me()->doorbell, bell, 2'000'000);  // 2 ms, then look again
       me()->sleeping.store(0);
     }
-    if (published) board_->done();
+    if (p.waited_long()) board_->done();
     finish(r);
   }
   // r has completed: its state goes back to the spares.
@@ -316,11 +302,7 @@ class slot_transport {
     return oversubscribed_ == 1;
   }
 
-  void check_usable(const char* call) const {
-    if (!broken_.empty())
-      throw error(call, rank_, detail::cat("this transport failed earlier and cannot be used again (make a new one); ",
-                                           "the first failure: ", broken_));
-  }
+  void check_usable(const char* call) const { stop_.check(call, rank_); }
   // Nothing moves any more: drop what was queued (those buffers belong to
   // a call that failed) and tell the peers, waking any that sleep.
   void leave() noexcept {
@@ -353,20 +335,20 @@ class slot_transport {
   detail::shm_rank* rank_line(int r) const { return seg_->rank_line(r); }
   detail::shm_rank* me() const { return rank_line(rank_); }
   detail::shm_queue* queue(int from, int to) const {
-    return reinterpret_cast<detail::shm_queue*>(seg_->base() + lay_.queues_at()) + (static_cast<std::size_t>(from) * size_ + to);
+    return reinterpret_cast<detail::shm_queue*>(seg_->base() + layout_.queues_at()) + (static_cast<std::size_t>(from) * size_ + to);
   }
   detail::shm_chunk* slot(int from, int to, std::uint64_t k) const {
-    const std::size_t index = (static_cast<std::size_t>(from) * size_ + to) * lay_.slots + k % lay_.slots;
-    return reinterpret_cast<detail::shm_chunk*>(seg_->base() + lay_.slots_at() + index * lay_.slot_stride());
+    const std::size_t index = (static_cast<std::size_t>(from) * size_ + to) * layout_.slots + k % layout_.slots;
+    return reinterpret_cast<detail::shm_chunk*>(seg_->base() + layout_.slots_at() + index * layout_.slot_stride());
   }
   std::byte* payload(int from, int to, std::uint64_t k) const {
-    return slots_.payload(from, to, k % lay_.slots, reinterpret_cast<std::byte*>(slot(from, to, k) + 1));
+    return slots_.payload(from, to, k % layout_.slots, reinterpret_cast<std::byte*>(slot(from, to, k) + 1));
   }
   // Wake rank r if it sleeps. The common case costs one load: a waiter
   // announces `sleeping` and then looks at its queues once more before it
   // sleeps, and a sender publishes its data (seq_cst) before it looks at
   // `sleeping`, so one of the two always sees the other.
-  void ring(int r) const {
+  void wake(int r) const {
     auto* line = rank_line(r);
     if (line->sleeping.load() == 0) return;
     line->doorbell.fetch_add(1);
@@ -390,13 +372,13 @@ class slot_transport {
       op_state& op = *sends_[to].front();
       const std::uint64_t tail = q->tail.value.load(std::memory_order_relaxed);
       const std::uint64_t head = q->head.value.load(std::memory_order_acquire);
-      if (tail - head >= lay_.slots) break;  // ring full
-      const std::size_t len = std::min(lay_.slot_bytes, op.bytes - op.done);
+      if (tail - head >= layout_.slots) break;  // ring full
+      const std::size_t len = std::min(layout_.slot_bytes, op.bytes - op.done);
       auto* c = slot(rank_, to, tail);
       c->total = op.bytes;
       c->len = len;
       if (len != 0) slots_.put(payload(rank_, to, tail), op.send_buf + op.done, len);
-      q->tail.value.store(tail + 1);  // seq_cst: see ring()
+      q->tail.value.store(tail + 1);  // seq_cst: see wake()
       op.done += len;
       moved = true;
       if (op.done == op.bytes) {
@@ -404,7 +386,7 @@ class slot_transport {
         sends_[to].pop_front();
       }
     }
-    if (moved) ring(to);
+    if (moved) wake(to);
     return moved;
   }
 
@@ -418,12 +400,12 @@ class slot_transport {
       const auto* c = slot(from, rank_, head);
       // Lengths come from another process: check them before trusting them.
       const std::uint64_t len = c->len;
-      if (auto why = detail::chunk_problem(from, rank_, c->total, len, op.bytes, op.done, lay_.slot_bytes); !why.empty()) {
+      if (auto why = detail::chunk_problem(from, rank_, c->total, len, op.bytes, op.done, layout_.slot_bytes); !why.empty()) {
         fail_recv(from);
         throw error("recv", rank_, why);
       }
       if (len != 0) slots_.get(op.recv_buf + op.done, payload(from, rank_, head), len);
-      q->head.value.store(head + 1);  // seq_cst: see ring()
+      q->head.value.store(head + 1);  // seq_cst: see wake()
       op.done += len;
       moved = true;
       if (op.done == op.bytes) {
@@ -431,7 +413,7 @@ class slot_transport {
         recvs_[from].pop_front();
       }
     }
-    if (moved) ring(from);
+    if (moved) wake(from);
     return moved;
   }
   // After a refused message the stream from `from` cannot be trusted: drop
@@ -473,11 +455,11 @@ class slot_transport {
   shm_options opt_;
   Slots slots_;
   std::shared_ptr<detail::shm_segment> seg_;  // shared with the symmetric mappings, which ask it who is alive
-  detail::shm_layout lay_{};
+  detail::shm_layout layout_{};
   int rank_ = 0, size_ = 1;
   std::vector<std::deque<std::shared_ptr<op_state>>> sends_, recvs_;
   std::vector<std::shared_ptr<op_state>> spare_;
-  std::string broken_;  // the first failure; "" while usable
+  detail::fail_stop stop_{"this transport failed earlier and cannot be used again (make a new one)"};
   int oversubscribed_ = -1;  // -1: not known yet
   std::shared_ptr<detail::wait_board> board_;  // this host's long waits (number_as)
   bool renumbered_ = false;                    // its numbers are not this transport's
