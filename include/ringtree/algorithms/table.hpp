@@ -54,6 +54,24 @@ struct row_list {
   static void each(F&& f) { (f(Rows{}), ...); }
 };
 
+// f.template operator()<C>() for the collective c names: where a run-time
+// collective meets code written per collective.
+template <class F>
+decltype(auto) with_collective(collective c, F&& f) {
+  switch (c) {  // every collective, no default
+    case collective::allreduce: return f.template operator()<collective::allreduce>();
+    case collective::broadcast: return f.template operator()<collective::broadcast>();
+    case collective::reduce: return f.template operator()<collective::reduce>();
+    case collective::scatter: return f.template operator()<collective::scatter>();
+    case collective::gather: return f.template operator()<collective::gather>();
+    case collective::reduce_scatter: return f.template operator()<collective::reduce_scatter>();
+    case collective::allgather: return f.template operator()<collective::allgather>();
+    case collective::barrier: return f.template operator()<collective::barrier>();
+    case collective::alltoall: return f.template operator()<collective::alltoall>();
+  }
+  throw error("collective", -1, cat("no such collective: ", static_cast<int>(c)));
+}
+
 // The arguments row C's run takes after (transport, chunks), made from a
 // call's input `in` and its buffer `data` (the in-place one; for scatter
 // and gather the whole or the block, whichever the rank receives into):

@@ -168,18 +168,7 @@ algorithm communicator<Transport>::choose(collective c, std::size_t bytes, bool 
   quiesce();
   if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // what is offered depends on it
   auto by = [&]<collective C>() { return *(symmetric ? chooser_.template pick_direct<C>(*this, bytes, true) : chooser_.template pick<C>(*this, bytes, true)); };
-  switch (c) {  // every collective, no default
-    case collective::allreduce: return by.template operator()<collective::allreduce>();
-    case collective::broadcast: return by.template operator()<collective::broadcast>();
-    case collective::reduce: return by.template operator()<collective::reduce>();
-    case collective::scatter: return by.template operator()<collective::scatter>();
-    case collective::gather: return by.template operator()<collective::gather>();
-    case collective::reduce_scatter: return by.template operator()<collective::reduce_scatter>();
-    case collective::allgather: return by.template operator()<collective::allgather>();
-    case collective::barrier: return by.template operator()<collective::barrier>();
-    case collective::alltoall: return by.template operator()<collective::alltoall>();
-  }
-  throw error("choose", rank(), "no such collective");
+  return detail::with_collective(c, by);
 }
 
 // The progress thread, made by the first asynchronous call.

@@ -108,17 +108,7 @@ void run_watched(Lane& lane, collective c, algorithm a, const chunk_sizes& ch, w
     });
     if (!ran) throw error("ringtree-trace", lane.rank(), cat(to_string(C), " has no algorithm ", to_string(a)));
   };
-  switch (c) {  // every collective, no default
-    case collective::allreduce: return run.template operator()<collective::allreduce>();
-    case collective::broadcast: return run.template operator()<collective::broadcast>();
-    case collective::reduce: return run.template operator()<collective::reduce>();
-    case collective::scatter: return run.template operator()<collective::scatter>();
-    case collective::gather: return run.template operator()<collective::gather>();
-    case collective::reduce_scatter: return run.template operator()<collective::reduce_scatter>();
-    case collective::allgather: return run.template operator()<collective::allgather>();
-    case collective::barrier: return run.template operator()<collective::barrier>();
-    case collective::alltoall: return run.template operator()<collective::alltoall>();
-  }
+  return detail::with_collective(c, run);
 }
 
 // One run: every rank's buffers at the start and after each step, and the recorder.
