@@ -9,13 +9,15 @@
 # Make the old build from a worktree of the old commit:
 #   git worktree add /tmp/base <commit> && meson setup /tmp/base/build -Ddebug=false \
 #     -Dtests=disabled -Dexamples=disabled -Dbenchmarks=disabled -Dtorch=disabled -Dcuda=disabled \
-#     -Dlibtorch=disabled && ninja -C /tmp/base/build tools/ringtree-perf
+#     -Dlibtorch=disabled && ninja -C /tmp/base/build tools/ringtree-perf   (bench/ringtree-perf before issue 29)
 set -euo pipefail
 old=${1:?usage: bench/before_after.sh OLD_BUILD NEW_BUILD [ROUNDS] [ROWS]}
 new=${2:?usage: bench/before_after.sh OLD_BUILD NEW_BUILD [ROUNDS] [ROWS]}
 rounds=${3:-7}
 rows=${4:-shm-8 shm-64M mpi-8 mpi-64M}
-for b in "$old" "$new"; do [ -x "$b/tools/ringtree-perf" ] || { echo "before_after.sh: no $b/tools/ringtree-perf" >&2; exit 2; }; done
+# (the tool lives in tools/ since issue 29, in bench/ before)
+perf_of() { if [ -x "$1/tools/ringtree-perf" ]; then echo "$1/tools/ringtree-perf"; else echo "$1/bench/ringtree-perf"; fi; }
+for b in "$old" "$new"; do [ -x "$(perf_of "$b")" ] || { echo "before_after.sh: no ringtree-perf in $b/tools or $b/bench" >&2; exit 2; }; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -26,7 +28,7 @@ for r in $(seq 1 "$rounds"); do
     iters=20; [ "$size" = 8 ] && iters=20000
     for which in old new; do
       b=$old; [ $which = new ] && b=$new
-      mpirun --oversubscribe -np 2 "$b/tools/ringtree-perf" -t "$t" -b "$size" -e "$size" -a automatic -n "$iters" -w 5 \
+      mpirun --oversubscribe -np 2 "$(perf_of "$b")" -t "$t" -b "$size" -e "$size" -a automatic -n "$iters" -w 5 \
         --csv "$tmp/$which.$row.$r.csv" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
     done
   done
