@@ -60,12 +60,9 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
  public:
   using transport_type = Transport;
 
-  explicit communicator(Transport& t, communicator_options opt = {}) : t_(&t), opt_(std::move(opt)) { open(); }
+  explicit communicator(Transport& t, communicator_options opt = {});
   // A communicator that owns its transport (what split returns).
-  explicit communicator(std::unique_ptr<Transport> t, communicator_options opt = {})
-      : owned_(std::move(t)), t_(owned_.get()), opt_(std::move(opt)) {
-    open();
-  }
+  explicit communicator(std::unique_ptr<Transport> t, communicator_options opt = {});
   // One communicator per rank and transport: it owns scratch and tuning
   // state that a copy would share by accident. Move it instead.
   communicator(const communicator&) = delete;
@@ -74,7 +71,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   communicator& operator=(communicator&&) noexcept = default;
   // Queued asynchronous calls still run (peers wait for them), then the
   // progress thread ends, before anything else goes.
-  ~communicator() { engine_.e.reset(); }
+  ~communicator();
 
   int rank() const noexcept { return t_->rank(); }
   int size() const noexcept { return t_->size(); }

@@ -11,6 +11,23 @@
 
 namespace ringtree {
 
+// (Out of the class, so not inline: with RINGTREE_PREBUILT a file that
+// makes a communicator compiles neither these nor what they reach, the
+// trace sink's writers above all.)
+template <transport Transport>
+communicator<Transport>::communicator(Transport& t, communicator_options opt) : t_(&t), opt_(std::move(opt)) {
+  open();
+}
+template <transport Transport>
+communicator<Transport>::communicator(std::unique_ptr<Transport> t, communicator_options opt)
+    : owned_(std::move(t)), t_(owned_.get()), opt_(std::move(opt)) {
+  open();
+}
+template <transport Transport>
+communicator<Transport>::~communicator() {
+  engine_.e.reset();
+}
+
 template <transport Transport>
 void communicator<Transport>::open() {
   claim_ = detail::transport_claim(&detail::innermost(*t_), detail::transport_name<Transport>(), rank());
