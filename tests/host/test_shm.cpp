@@ -219,6 +219,7 @@ namespace {
 // A slot policy that, like the CUDA one, publishes a card (here: a number
 // standing for an IPC handle) and reads every other rank's before use.
 struct card_slots : detail::host_slots {
+  static constexpr bool maps_in_calls = false;  // as the CUDA policy: control memory only from allocate
   void setup(const context& c) {
     const std::int64_t mine = 1000 + c.rank;
     std::memcpy(c.policy_data(c.rank).data(), &mine, sizeof mine);
