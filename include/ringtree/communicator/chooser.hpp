@@ -41,7 +41,6 @@ class chooser {
 
   std::optional<algorithm> env_algo() const noexcept { return env_algo_; }
   bool measuring() const noexcept { return measuring_; }
-  bool has_model() const noexcept { return tuner_.has_value(); }
 
   // The cost model with its constants: the given ones, else the cache's
   // or a calibration's (a collective call the first time).
