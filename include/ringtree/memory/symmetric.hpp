@@ -178,7 +178,12 @@ class symmetric_heap {
           throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)"));
       if (!p.idle() || !p.check_due()) continue;
       if (control_.peer_problem)
-        if (auto why = control_.peer_problem(q); !why.empty()) throw error(call, rank_, why);
+        if (auto why = control_.peer_problem(q); !why.empty()) {
+          // q may have reached `target` and left since the look above: its
+          // leaving is ordered after its last phase, so look once more.
+          if (const std::uint64_t now = seq.load(std::memory_order_acquire); now >= target && now != failed_seq) return;
+          throw error(call, rank_, why);
+        }
       if (p.overdue())
         throw timeout_error(call, rank_, q,
                             cat("waited ", control_.timeout.count(), " s for rank ", q, " (RINGTREE_TIMEOUT) in a direct ",

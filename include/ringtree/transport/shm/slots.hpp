@@ -425,11 +425,15 @@ class slot_transport {
 
   // Raises if r's peer can no longer answer or (`expired`) did not in
   // time, naming the rank its host's chain of waits leads to (wait_board.hpp).
-  void check_peer(const request& r, bool expired) const {
+  void check_peer(request& r, bool expired) {
     const char* what = r.recv_ ? "recv" : "send";
     const int peer = board_->whole_of(r.peer_);
     const auto why = detail::shm_peer_problem(*seg_, r.peer_);
     if (why.empty() && !expired) return;
+    // The peer may have finished its part of r and left since the last
+    // look (its leaving is ordered after its writes): look once more.
+    progress();
+    if (r.op_->complete) return;
     const auto b = board_->follow(peer);
     if (b.rank == peer) {
       if (!why.empty()) throw error(what, rank_, why);
