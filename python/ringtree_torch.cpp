@@ -266,7 +266,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
 
 }  // namespace ringtree_torch
 
-PYBIND11_MODULE(ringtree_torch, m) {
+PYBIND11_MODULE(_C, m) {
   m.doc() = "ringtree as a torch.distributed backend: import it, then init_process_group('ringtree')";
   py::module::import("torch.distributed");
   py::class_<ringtree_torch::process_group, c10d::ProcessGroup, c10::intrusive_ptr<ringtree_torch::process_group>>(
