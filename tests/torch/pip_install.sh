@@ -30,6 +30,17 @@ echo "ok: import ringtree_torch from $where"
 mkdir "$tmp/run/ex" && cp "$src/examples/torch_ddp.py" "$tmp/run/ex/"
 "$venv_py" "$src/tests/torch/test_example.py" "$tmp/run/ex/torch_ddp.py" "$tmp/empty" --ranks 2 || fail "the DDP example with the installed package"
 
+# The README's second command: the example under torchrun, from the
+# installed package (python -m torch.distributed.run is torchrun; the
+# flags work around torch 1.13's torchrun on Python 3.11).
+(cd "$tmp/run/ex" && "$venv_py" -m torch.distributed.run --redirects 2 --tee 2 --log_dir "$tmp/elastic" \
+  --rdzv_backend c10d --rdzv_endpoint "localhost:$("$venv_py" -c 'import socket; s=socket.socket(); s.bind(("localhost",0)); print(s.getsockname()[1])')" \
+  --nnodes 1 --nproc_per_node 2 torch_ddp.py ringtree --checkpoint "$tmp/ckpt.pt" >"$tmp/torchrun.log" 2>&1) ||
+  { tail -30 "$tmp/torchrun.log"; fail "the DDP example under torchrun with the installed package"; }
+grep -q "ringtree parameters sha256" "$tmp/torchrun.log" && [ -f "$tmp/ckpt.pt" ] ||
+  { tail -30 "$tmp/torchrun.log"; fail "the example under torchrun did not finish its training"; }
+echo "ok: torchrun runs the example on the installed package"
+
 # A torch of another version than the one it was built for: ImportError
 # naming both, before the extension is loaded.
 msg=$("$venv_py" -c '
