@@ -44,14 +44,24 @@ decltype(auto) with_element(at::ScalarType t, const std::string& call, int rank,
     case at::kInt: return f.template operator()<std::int32_t>();
     case at::kLong: return f.template operator()<std::int64_t>();
     case at::kBool: return f.template operator()<std::uint8_t>();
+    // complex: pairs of reals (sums and averages are element-wise; see to_op)
+    case at::kComplexFloat: return f.template operator()<float>();
+    case at::kComplexDouble: return f.template operator()<double>();
     default:
       fail(call, rank, std::string("tensors of ") + c10::toString(t) +
-                           " are not supported (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool are)");
+                           " are not supported (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, "
+                           "complex64, complex128 are)");
   }
 }
 
+// Elements of the spans per element of a tensor: complex ones are pairs.
+inline int64_t lanes(const at::Tensor& t) { return t.is_complex() ? 2 : 1; }
+
 inline op to_op(const c10d::ReduceOp& r, at::ScalarType t, const std::string& call, int rank) {
   const bool b = t == at::kBool;
+  if (at::isComplexType(t) && r.op_ != c10d::ReduceOp::SUM && r.op_ != c10d::ReduceOp::AVG)
+    fail(call, rank, std::string("ReduceOp ") + std::to_string(int(r.op_)) + " of " + c10::toString(t) +
+                         " tensors is not element-wise on the real and imaginary parts (SUM and AVG are)");
   switch (r.op_) {
     case c10d::ReduceOp::SUM: return b ? op::max : op::sum;
     case c10d::ReduceOp::PRODUCT: return b ? op::min : op::prod;
@@ -71,7 +81,7 @@ struct operand {
   at::Tensor user, flat;
   template <class E>
   std::span<E> span() const {
-    return {static_cast<E*>(flat.data_ptr()), static_cast<std::size_t>(flat.numel())};
+    return {static_cast<E*>(flat.data_ptr()), static_cast<std::size_t>(flat.numel() * lanes(flat))};
   }
   void copy_back() const {
     if (!flat.is_same(user)) user.copy_(flat);
@@ -124,12 +134,16 @@ class work final : public c10d::Work {
     return true;
   }
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A receive's sender (known before it completes: recv from any source).
+  int sourceRank() const override { return source_; }
+  int* source() { return &source_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
   ringtree::work w_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int source_ = -1;
 };
 
 // What both transports share: every collective, written once against a
@@ -209,6 +223,32 @@ class group {
         const operand all{at::Tensor(), at::empty({x.user.numel() * size()}, x.user.options())};
         coll_.allgather(std::span<const E>(x.template span<E>()), all.template span<E>());
         unflatten(all.flat, out);
+      });
+    });
+  }
+  // outs[r][i] gets rank r's ins[i]: one all-gather of them all, flattened.
+  result allgather_coalesced(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins, const c10d::AllgatherOptions&) {
+    const std::string call = "all_gather_coalesced";
+    if (ins.empty()) fail(call, rank(), "got no input tensors");
+    for (const auto& t : ins) prepare(t, call, rank());
+    same_type(ins, ins[0].scalar_type(), call, rank());
+    if (outs.size() != std::size_t(size()))
+      fail(call, rank(), "needs one list of output tensors per rank (" + std::to_string(size()) + "), got " + std::to_string(outs.size()));
+    std::vector<at::Tensor> all_outs;
+    for (const auto& list : outs) {
+      if (list.size() != ins.size())
+        fail(call, rank(), "every output list must have one tensor per input tensor (" + std::to_string(ins.size()) + "), got " +
+                               std::to_string(list.size()));
+      for (std::size_t i = 0; i < ins.size(); ++i) check_like({list[i]}, ins[i], call);
+      all_outs.insert(all_outs.end(), list.begin(), list.end());
+    }
+    return typed(ins[0].scalar_type(), call, [&]<class E>() {
+      return launch(coll_, c10d::OpType::ALLGATHER_COALESCED, all_outs, [this, ins, outs] {
+        const operand f{at::Tensor(), flatten(ins)};
+        const int64_t each = f.flat.numel();
+        const operand all{at::Tensor(), at::empty({each * size()}, f.flat.options())};
+        coll_.allgather(std::span<const E>(f.template span<E>()), all.template span<E>());
+        for (int r = 0; r < size(); ++r) unflatten(all.flat.narrow(0, r * each, each), outs[r]);
       });
     });
   }
@@ -294,7 +334,7 @@ class group {
     same_type({out}, in.scalar_type(), call, rank());
     auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
       std::vector<std::size_t> c(size());
-      const int64_t rows = t.dim() == 0 ? 1 : t.size(0), row = rows == 0 ? 0 : t.numel() / rows;
+      const int64_t rows = t.dim() == 0 ? 1 : t.size(0), row = rows == 0 ? 0 : t.numel() / rows * lanes(t);
       if (splits.empty()) {
         if (rows % size() != 0)
           fail(call, rank(), std::string(which) + " has " + std::to_string(rows) + " rows, not a multiple of " +
@@ -330,8 +370,8 @@ class group {
     same_type(outs, ins[0].scalar_type(), call, rank());
     same_type(ins, ins[0].scalar_type(), call, rank());
     std::vector<std::size_t> sends, recvs;
-    for (const auto& t : ins) sends.push_back(static_cast<std::size_t>(t.numel()));
-    for (const auto& t : outs) recvs.push_back(static_cast<std::size_t>(t.numel()));
+    for (const auto& t : ins) sends.push_back(static_cast<std::size_t>(t.numel() * lanes(t)));
+    for (const auto& t : outs) recvs.push_back(static_cast<std::size_t>(t.numel() * lanes(t)));
     return typed(ins[0].scalar_type(), call, [&]<class E>() {
       return launch(coll_, c10d::OpType::ALLTOALL, outs, [this, ins, outs, sends, recvs] {
         const operand f{at::Tensor(), flatten(ins)};
@@ -356,15 +396,17 @@ class group {
       return w;
     });
   }
+  // peer: a rank, or ringtree::any_source (recvAnysource); work.sourceRank() says who sent.
   result recv(std::vector<at::Tensor>& ts, int peer, int tag) {
-    const std::string call = "recv";
+    const std::string call = peer == ringtree::any_source ? "recv from any source" : "recv";
     auto x = prepare(only(ts, call, rank()), call, rank());
     return typed(x.user.scalar_type(), call, [&]<class E>() -> result {
       auto w = c10::make_intrusive<work>(rank(), c10d::OpType::RECV, std::vector<at::Tensor>{x.user});
+      *w->source() = peer;
       w->start(p2p_.recv_async(x.template span<E>(), peer, tag, [w, x](std::exception_ptr e) {
         if (!e) x.copy_back();
         w->done(e);
-      }));
+      }, w->source()));
       return w;
     });
   }

@@ -126,6 +126,10 @@ class process_group final : public c10d::ProcessGroup {
                                            const c10d::AllgatherOptions& o) override {
     RINGTREE_FORWARD(allgather(out, in, o));
   }
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
+                                                     const c10d::AllgatherOptions& o) override {
+    RINGTREE_FORWARD(allgather_coalesced(out, in, o));
+  }
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in, const c10d::AllgatherOptions&) override {
     RINGTREE_FORWARD(allgather_base(out, in));
   }
@@ -160,6 +164,9 @@ class process_group final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& t, int peer, int tag) override {
     RINGTREE_FORWARD(recv(t, peer, tag));
   }
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& t, int tag) override {
+    RINGTREE_FORWARD(recv(t, ringtree::any_source, tag));
+  }
 #undef RINGTREE_FORWARD
 
  private:
@@ -179,6 +186,10 @@ void finalize_mpi() {
   if (we_initialized_mpi() && !finalized) MPI_Finalize();
 #endif
 }
+
+// The send/recv communicator: no collectives on it, so receives from any
+// source may look at its streams (recvAnysource).
+const ringtree::communicator_options p2p_only{.point_to_point_only = true};
 
 // What torch calls for init_process_group("ringtree") and new_group:
 // (store with this group's prefix, rank, size, timeout).
@@ -215,7 +226,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
     auto coll = std::make_unique<ringtree::shm_transport>(coll_name, rank, size, opt);
     auto p2p = std::make_unique<ringtree::shm_transport>(p2p_name, rank, size, opt);
     using C = comm_over<ringtree::shm_transport>;
-    auto g = std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p)), "shm");
+    auto g = std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), "shm");
     formed(*store, rank, size, seconds);
     return c10::make_intrusive<process_group>(rank, size, std::move(g));
   }
@@ -254,7 +265,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
   MPI_Comm_free(&p2p_comm);
   const std::string how = want == "mpi" ? "mpi" : coll->one_host() ? "cluster (one host: shared memory)"
                                                                     : "cluster (" + coll->layout().describe() + " hosts)";
-  auto made = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p)), how);
+  auto made = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), how);
   formed(*store, rank, size, seconds);
   return c10::make_intrusive<process_group>(rank, size, std::move(made));
 #else

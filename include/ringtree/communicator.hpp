@@ -53,6 +53,9 @@ struct communicator_options {
   std::optional<algorithm> algo{}; // replaces automatic where offered (as RINGTREE_ALGO does; this wins)
   chunk_sizes chunks{};            // pipeline chunk sizes
   std::optional<cost_model> model{}; // set: automatic chooses by this model instead of measuring
+  // Point to point only, no collectives: what recv from any_source needs
+  // (a peer's collective messages would share the stream it looks at).
+  bool point_to_point_only = false;
 };
 
 template <transport Transport>
@@ -188,8 +191,10 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
 
   // Point to point: `data` to rank `peer`, which receives it with recv.
   // Messages between two ranks arrive in the order they were sent, in line
-  // with the collectives (a split gives a stream of its own). The tag and
-  // the element count must match the receiver's, else both raise.
+  // with the collectives (a split gives a stream of its own); a receive
+  // takes the first one from its peer with its tag (as in MPI and gloo: a
+  // message that comes before its receive waits, copied, for it). The
+  // element type and count must match the receiver's, else both raise.
   // With asynchronous calls pending, a blocking one queues behind them and
   // is posted at once (not after them), so that "recv_async, then send"
   // on both ranks completes, as in MPI.
@@ -198,10 +203,16 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
     if (engine_.e) return this->send_async(const_view(data), peer, tag).wait();
     detail::post_send(traced_view(), const_view(data), peer, tag)->complete();
   }
+  // `peer` may be any_source (whichever rank's message with `tag` comes
+  // first) on a communicator made with point_to_point_only; recv returns
+  // the rank it came from.
   template <writable_range R>
-  void recv(R&& data, int peer, int tag = 0) {
-    if (engine_.e) return this->recv_async(view(data), peer, tag).wait();
-    detail::post_recv(traced_view(), view(data), peer, tag)->complete();
+  int recv(R&& data, int peer, int tag = 0) {
+    check_source(peer);
+    int from = peer;
+    if (engine_.e) this->recv_async(view(data), peer, tag, {}, &from).wait();
+    else detail::poll_until(receives_->post(traced_view(), view(data), peer, tag, &from));
+    return from;
   }
 
   // Runs f() on the progress thread, in order with the asynchronous calls,
@@ -267,6 +278,12 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
 
   // The progress thread, made by the first asynchronous call.
   detail::progress_engine& engine();
+  void check_source(int peer) const {
+    if (peer == any_source && !opt_.point_to_point_only)
+      throw error("recv", rank(), "a receive from any_source needs a communicator for point to point only "
+                                  "(communicator_options::point_to_point_only; e.g. on comm.split(0, comm.rank())): "
+                                  "elsewhere a peer's collective messages share the stream it looks at");
+  }
   // The transport the rows run on: traced where RINGTREE_TRACE is set (and
   // automatic is not measuring), with scratch from this communicator's pool.
   traced_transport<Transport> traced_view() const {
@@ -343,6 +360,9 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   std::unique_ptr<detail::scratch_pool<memory_of<Transport>>> pool_;
   std::unique_ptr<detail::trace_handle> trace_;  // RINGTREE_TRACE
   int hosts_ = 1;  // the hosts the ranks span (detail::hosts_of): what placement_of() says
+  // point to point: receives matched by tag (shared with the polls in flight)
+  std::shared_ptr<detail::p2p_matcher<traced_transport<Transport>>> receives_ =
+      std::make_shared<detail::p2p_matcher<traced_transport<Transport>>>();
 };
 
 }  // namespace ringtree

@@ -133,7 +133,92 @@ TEST_CASE("send/recv: in order per pair, tags and counts checked, exchanges post
   }
 }
 
-TEST_CASE("send/recv: a wrong tag or count raises on both ranks; bad peers are refused before sending") {
+TEST_CASE("send/recv: tags matched as in MPI: a message that comes before its receive waits for it, in order per tag") {
+  for (const bool async : {false, true}) {
+    local_world world(3);
+    world.run([async](local_transport& t) {
+      communicator comm(t);
+      const int r = comm.rank();
+      std::vector<double> big1(300000, 1.5), big2(300000, 2.5), small(5, 7.0);
+      if (r == 0) {
+        // tag 1 twice (large), then tag 2; the receiver asks for tag 2 first
+        comm.send(big1, 1, 1);
+        comm.send(big2, 1, 1);
+        comm.send(small, 1, 2);
+        comm.send(small, 2, 5);
+      } else if (r == 1) {
+        std::vector<double> a(300000, -1), b(300000, -1), c(5, -1);
+        if (async) {
+          auto wc = comm.recv_async(c, 0, 2);
+          auto wa = comm.recv_async(a, 0, 1);
+          auto wb = comm.recv_async(b, 0, 1);
+          wc.wait();
+          wb.wait();
+          wa.wait();
+        } else {
+          comm.recv(c, 0, 2);
+          comm.recv(a, 0, 1);
+          comm.recv(b, 0, 1);
+        }
+        CHECK(c == small);
+        CHECK(a == big1);  // the first message of tag 1 goes to the first receive of tag 1
+        CHECK(b == big2);
+      } else {
+        std::vector<double> c(5, -1);
+        comm.recv(c, 0, 5);
+        CHECK(c == small);
+      }
+      comm.barrier();
+    });
+  }
+}
+
+TEST_CASE("send/recv: from any source, with its tag; recv says who sent") {
+  for (const bool async : {false, true}) {
+    local_world world(4);
+    world.run([async](local_transport& t) {
+      communicator comm(t, {.point_to_point_only = true});
+      const int r = comm.rank();
+      if (r != 0) {
+        std::vector<int> v(1000 * r, r);
+        comm.send(std::vector<int>(3, -r), 0, 8);
+        comm.send(v, 0, 7);
+      } else {
+        // three tag-8 messages from any source, in whatever order they come,
+        // then each sender's tag-7 message (sent after its tag-8 one)
+        std::vector<bool> seen(4, false);
+        for (int k = 0; k < 3; ++k) {
+          std::vector<int> first(3);
+          int from = -1;
+          if (async) comm.recv_async(first, any_source, 8, {}, &from).wait();
+          else from = comm.recv(first, any_source, 8);
+          REQUIRE(from >= 1);
+          REQUIRE(from <= 3);
+          CHECK(!seen[from]);
+          seen[from] = true;
+          CHECK(first == std::vector<int>(3, -from));
+          std::vector<int> got(1000 * from, -1);
+          CHECK(comm.recv(got, from, 7) == from);
+          CHECK(got == std::vector<int>(1000 * from, from));
+        }
+      }
+    });
+  }
+  // Only there: elsewhere a peer's collective messages share the stream.
+  local_world world(2);
+  world.run([](local_transport& t) {
+    std::vector<int> v(3);
+    {
+      communicator comm(t);
+      CHECK_THROWS_WITH_AS(comm.recv(v, any_source, 1), doctest::Contains("needs a communicator for point to point only"), error);
+    }
+    communicator p2p(t, {.point_to_point_only = true});
+    CHECK_THROWS_WITH_AS(p2p.barrier(), doctest::Contains("barrier on rank"), error);
+    CHECK_THROWS_WITH_AS(p2p.allreduce(v), doctest::Contains("for point to point only"), error);
+  });
+}
+
+TEST_CASE("send/recv: a wrong count or type raises; bad peers are refused before sending") {
   local_world world(2);
   std::vector<std::string> what(2);
   try {
@@ -143,8 +228,9 @@ TEST_CASE("send/recv: a wrong tag or count raises on both ranks; bad peers are r
       CHECK_THROWS_WITH_AS(comm.send(std::vector<int>(2), comm.rank()), doctest::Contains("is not another rank"), error);
       std::vector<int> v(4, 1);
       try {
+        std::vector<int> w(5);
         if (comm.rank() == 0) comm.send(v, 1, 3);
-        else comm.recv(v, 0, 4);
+        else comm.recv(w, 0, 3);
       } catch (const error& e) {
         what[comm.rank()] = e.what();
         throw;
@@ -152,7 +238,7 @@ TEST_CASE("send/recv: a wrong tag or count raises on both ranks; bad peers are r
     });
   } catch (const error&) {
   }
-  CHECK(rt_test::has(what[1], "rank 0 sent 4 elements of int32 with tag 3, but this rank receives 4 elements of int32 with tag 4"));
+  CHECK(rt_test::has(what[1], "rank 0 sent 4 elements of int32 with tag 3, but this rank receives 5 elements of int32 with tag 3"));
   CHECK(!what[0].empty());  // the sender learns its receiver gave up
 }
 

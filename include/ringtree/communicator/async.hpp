@@ -79,9 +79,12 @@ class async_calls {
     return self().engine().submit_p2p([c = &self(), d = const_view(data), peer, tag] { return posted::polled(post_send(c->traced_view(), d, peer, tag)); },
                                std::move(on_done));
   }
+  // (`source`, if given, gets the sender's rank before the work completes:
+  // for peer == any_source)
   template <writable_range R> requires lasting_range<R>
-  work recv_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
-    return self().engine().submit_p2p([c = &self(), d = view(data), peer, tag] { return posted::polled(post_recv(c->traced_view(), d, peer, tag)); },
+  work recv_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}, int* source = nullptr) {
+    self().check_source(peer);
+    return self().engine().submit_p2p([c = &self(), d = view(data), peer, tag, source] { return c->receives_->post(c->traced_view(), d, peer, tag, source); },
                                std::move(on_done));
   }
 };

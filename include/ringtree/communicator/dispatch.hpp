@@ -40,6 +40,8 @@ template <transport Transport>
 template <class E, class S>
 detail::collective_call communicator<Transport>::start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems,
                                                        std::span<S> sym) {
+  if (opt_.point_to_point_only)
+    throw error(std::string(to_string(what)), rank(), "this communicator is for point to point only (communicator_options::point_to_point_only)");
   quiesce();  // after the asynchronous calls made before
   detail::collective_call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
   c.bytes = c.template require_fits<E>(elems);

@@ -63,7 +63,8 @@ void communicator<Transport>::agree_on_settings() {
       model = detail::mix(model ^ std::bit_cast<std::uint64_t>(v));
   const std::vector<std::uint64_t> mine = {
       opt_.checked ? 1u : 0u, algo(opt_.algo), algo(chooser_.env_algo()), ch.ring_chunk_bytes, ch.tree_chunk_bytes,
-      ch.chain_chunk_bytes, ch.direct_chunk_bytes, ch.stream_bytes, std::uint64_t(cfg_.tune), model, trace_ ? 1u : 0u};
+      ch.chain_chunk_bytes, ch.direct_chunk_bytes, ch.stream_bytes, std::uint64_t(cfg_.tune), model, trace_ ? 1u : 0u,
+      opt_.point_to_point_only ? 1u : 0u};
   static constexpr auto show_algo = [](std::uint64_t v) {
     return v == none ? std::string("none") : std::string(to_string(algorithm(v)));
   };
@@ -80,8 +81,9 @@ void communicator<Transport>::agree_on_settings() {
       {"RINGTREE_TUNE", [](std::uint64_t v) { return std::string(v == 0 ? "1 (measure)" : v == 1 ? "0 (cost model)" : "fresh"); }},
       {"communicator_options::model", [](std::uint64_t v) { return v == 0 ? std::string("none") : detail::cat("constants #", v % 100000); }},
       {"tracing (RINGTREE_TRACE: traced calls move messages where others share memory)", show_on},
+      {"communicator_options::point_to_point_only", show_on},
   };
-  static_assert(std::size(settings) == 11);
+  static_assert(std::size(settings) == 12);
   const auto all = detail::gather_words(detail::innermost(*t_), std::span<const std::uint64_t>(mine));
   if (auto d = detail::first_difference(all, size(), settings, mine.size()); !d.empty())
     throw error("communicator", rank(), detail::cat("the ranks opened it with different settings, so they could run different ",

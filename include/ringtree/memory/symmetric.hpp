@@ -186,7 +186,7 @@ class symmetric_heap {
         }
       if (p.overdue())
         throw timeout_error(call, rank_, q,
-                            cat("waited ", control_.timeout.count(), " s for rank ", q, " (RINGTREE_TIMEOUT) in a direct ",
+                            cat("waited ", control_.timeout.count(), " s for rank ", q, ", the whole timeout (RINGTREE_TIMEOUT) in a direct ",
                                 "call on symmetric memory: it stalled, or called something else (a private buffer ",
                                 "where this rank passed a symmetric one?)"));
     }

@@ -317,6 +317,11 @@ class traced_transport {
     in_whole_ranks([&] { inner_->wait(r.inner); });
     completed(r);
   }
+  bool probe(int peer)
+    requires requires(T& t) { { t.probe(peer) } -> std::same_as<bool>; }
+  {
+    return inner_->probe(peer);
+  }
   // (only where T can test; detail::test falls back to wait otherwise)
   bool test(request& r)
     requires requires(T& t, typename T::request& q) { { t.test(q) } -> std::same_as<bool>; }

@@ -116,6 +116,7 @@ class cluster_transport {
     else world_->wait(r.mpi);
   }
   bool test(request& r) { return one_host() ? local_->test(r.shm) : world_->test(r.mpi); }
+  bool probe(int peer) { return one_host() ? local_->probe(peer) : world_->probe(peer); }
 
   // The hierarchical parts (transport/hosts.hpp): there where the ranks
   // span hosts and some share one.

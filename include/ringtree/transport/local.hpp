@@ -128,6 +128,9 @@ class local_transport {
   // raises as wait() does, the timeout counted from the first test that
   // found it pending.
   bool test(request& r);
+  // Whether a message from `peer` has arrived that no posted receive will
+  // take (point to point from any source looks with it).
+  bool probe(int peer);
 
   // A transport over a subset of this one's ranks with channels of its
   // own (communicator::split calls it on every rank; `members` are this
@@ -253,7 +256,7 @@ class local_world {
       if (block ? c.cv.wait_until(lk, deadline) == std::cv_status::timeout && !done() : now > deadline)
         throw timeout_error(what, rank, peer,
                             detail::cat("waited ", timeout_.count(), " s for rank ", peer,
-                                        " (RINGTREE_TIMEOUT)"));
+                                        ", the whole timeout (RINGTREE_TIMEOUT)"));
       if (!block) return done();
     }
     return true;
@@ -308,6 +311,13 @@ inline bool local_transport::test(request& r) {
   if (r.ch_ == nullptr) return true;
   check_usable(r.recv_ ? "recv" : "send");
   return stop_.guard([&] { return complete(r, false); });
+}
+
+inline bool local_transport::probe(int peer) {
+  check_usable("probe");
+  auto& c = ctx_->channel(peer, rank_);
+  std::lock_guard lk(c.m);
+  return c.inbox.count(c.posted) != 0;
 }
 
 inline bool local_transport::complete(request& r, bool block) {

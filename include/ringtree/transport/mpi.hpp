@@ -326,6 +326,14 @@ class mpi_transport {
       if (p.waited_long() && board_) board_->done();
     });
   }
+  // Whether a message from `peer` has arrived that no posted receive will
+  // take (point to point from any source looks with it).
+  bool probe(int peer) {
+    check_usable("probe");
+    int flag = 0;
+    check(MPI_Iprobe(peer, tag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
+    return flag != 0;
+  }
   // Completes r if MPI has, else returns false at once; raises as wait()
   // does, the timeout counted from the first test that found r pending.
   bool test(request& r) {
@@ -362,7 +370,7 @@ class mpi_transport {
     throw timeout_error(r.recv_ ? "recv" : "send", rank_, named,
                         detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
                                     whole_.empty() || b.chain.empty() ? "" : detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)"),
-                                    b.chain, " (RINGTREE_TIMEOUT): ", b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank),
+                                    b.chain, ", the whole timeout (RINGTREE_TIMEOUT): ", b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank),
                                     " stalled, died or is in another call"));
   }
   int whole_of(int r) const noexcept { return whole_.empty() ? r : whole_[r]; }

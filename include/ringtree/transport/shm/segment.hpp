@@ -74,7 +74,7 @@ class shm_segment {
       if (std::chrono::steady_clock::now() > deadline)
         throw timeout_error("shm_transport", rank, -1,
                             cat("only ", hdr()->attached.load(), " of ", size, " ranks attached to ", name_,
-                                " in time (RINGTREE_TIMEOUT)"));
+                                " within the timeout (RINGTREE_TIMEOUT)"));
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     shm_unlink(name_.c_str());
@@ -153,7 +153,7 @@ class shm_segment {
         }
       }
       if (std::chrono::steady_clock::now() > deadline)
-        throw timeout_error("shm_transport", rank, 0, cat("rank 0 did not create ", name_, " in time (RINGTREE_TIMEOUT)", stale));
+        throw timeout_error("shm_transport", rank, 0, cat("rank 0 did not create ", name_, " within the timeout (RINGTREE_TIMEOUT)", stale));
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }

@@ -112,7 +112,7 @@ class slot_transport {
           for (int r = 0; r < size_; ++r)
             while (rank_line(r)->published.load() == 0) {
               if (std::chrono::steady_clock::now() > deadline)
-                throw timeout_error("shm_transport", rank_, r, detail::cat("rank ", r, " did not publish its slots in time (RINGTREE_TIMEOUT)"));
+                throw timeout_error("shm_transport", rank_, r, detail::cat("rank ", r, " did not publish its slots within the timeout (RINGTREE_TIMEOUT)"));
               std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
         }});
@@ -212,6 +212,15 @@ class slot_transport {
     r.op_->bytes = data.size();
     recvs_[peer].push_back(r.op_);
     return r;
+  }
+
+  // Whether a message from `peer` has arrived that no posted receive will
+  // take (point to point from any source looks with it).
+  bool probe(int peer) {
+    check_usable("probe");
+    if (!recvs_[peer].empty()) return false;
+    auto* q = queue(peer, rank_);
+    return q->tail.value.load(std::memory_order_acquire) != q->head.value.load(std::memory_order_relaxed);
   }
 
   void wait(request& r) {
@@ -439,14 +448,14 @@ class slot_transport {
       if (!why.empty()) throw error(what, rank_, why);
       throw timeout_error(what, rank_, r.peer_,
                           detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
-                                      " (RINGTREE_TIMEOUT): it stalled or is in another call"));
+                                      ", the whole timeout (RINGTREE_TIMEOUT): it stalled or is in another call"));
     }
     // A peer stuck behind another rank (or gone while it waited on one):
     // that one is to blame.
     const std::string whole = renumbered_ ? detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)") : "";
     throw timeout_error(what, rank_, numbered(b.rank),
                         detail::cat(why.empty() ? detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_) : why,
-                                    whole, b.chain, " (RINGTREE_TIMEOUT): rank ", b.rank, " stalled, died or is in another call"));
+                                    whole, b.chain, ", the whole timeout (RINGTREE_TIMEOUT): rank ", b.rank, " stalled, died or is in another call"));
   }
   // The whole's rank w in this transport's numbering: its own rank here, or
   // size() + w for a rank that is not in it (traced_transport reads it so).
