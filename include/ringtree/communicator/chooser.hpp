@@ -208,10 +208,17 @@ class chooser {
         times[r * k + i] = seconds(t0) / batch[i];
       }
     slowest(times);  // a round of the collective takes as long as its slowest rank
+    // Each algorithm's median over the rounds of its time relative to the
+    // round's fastest: the algorithms of a round ran back to back, so a
+    // noisy stretch (another process, on a shared machine) slows them
+    // alike and cancels out, where plain medians of times let a few noisy
+    // rounds of one algorithm decide (at 4-16 MiB in torch processes they
+    // picked ring over two_shot, 1.4x slower, in some runs).
     std::vector<double> median(k);
     for (std::size_t i = 0; i < k; ++i) {
       std::vector<double> mine;
-      for (int r = 0; r < rounds; ++r) mine.push_back(times[r * k + i]);
+      for (int r = 0; r < rounds; ++r)
+        mine.push_back(times[r * k + i] / std::max(*std::min_element(times.begin() + r * k, times.begin() + (r + 1) * k), 1e-12));
       std::nth_element(mine.begin(), mine.begin() + rounds / 2, mine.end());
       median[i] = mine[rounds / 2];
     }
