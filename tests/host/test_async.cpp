@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -216,6 +218,35 @@ TEST_CASE("send/recv: from any source, with its tag; recv says who sent") {
     CHECK_THROWS_WITH_AS(p2p.barrier(), doctest::Contains("barrier on rank"), error);
     CHECK_THROWS_WITH_AS(p2p.allreduce(v), doctest::Contains("for point to point only"), error);
   });
+}
+
+TEST_CASE("send/recv: from any source times out when no rank sends") {
+  // Nothing is posted on any transport while no peer has a message, so the
+  // receive keeps the timeout itself: silent peers raise, never hang.
+  for (const bool async : {false, true}) {
+    local_world world(3, std::chrono::milliseconds(200));
+    std::string what;
+    double waited = 0;
+    world.run([&](local_transport& t) {
+      communicator comm(t, {.point_to_point_only = true});
+      if (comm.rank() != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        return;
+      }
+      std::vector<int> v(4);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        if (async) comm.recv_async(v, any_source, 5).wait();
+        else comm.recv(v, any_source, 5);
+      } catch (const timeout_error& e) {
+        what = e.what();
+      }
+      waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+    CHECK_MESSAGE(what.find("tag 5 from any rank, the whole timeout") != std::string::npos, what);
+    CHECK(waited >= 0.2);
+    CHECK(waited < 1.4);  // raised by the timeout, not by the peers leaving
+  }
 }
 
 TEST_CASE("send/recv: a wrong count or type raises; bad peers are refused before sending") {

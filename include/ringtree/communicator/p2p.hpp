@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/transport/transport.hpp>
@@ -98,9 +99,11 @@ class p2p_matcher {
     int* source;    // where the sender's rank is written, if asked
     std::span<std::byte> dst;
     std::uint64_t type, count;
-    std::string type_name;
     std::shared_ptr<kept> from;  // matched to a kept message
     request body;                // matched on arrival: received in place
+    // From any source, nothing waits on a transport until a peer's message
+    // arrives, so no transport's timeout runs: the receive keeps its own.
+    std::chrono::steady_clock::time_point deadline;
     bool matched = false, done = false;
     bool takes(int p, std::int64_t t) const noexcept { return (peer == p || peer == any_source) && tag == t; }
   };
@@ -125,7 +128,8 @@ class p2p_matcher {
     std::lock_guard lk(m_);
     if (heads_.empty()) heads_.resize(lane.size());
     auto w = std::make_shared<receive>(receive{peer, tag, source, std::as_writable_bytes(data), std::uint64_t(dtype_of<E>),
-                                               data.size(), std::string(to_string(dtype_of<E>)), nullptr, {}, false, false});
+                                               data.size(), nullptr, {}, std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_of(lane)),
+                                               false, false});
     for (auto it = kept_.begin(); it != kept_.end(); ++it)
       if (w->takes((*it)->peer, (*it)->h.tag)) {
         w->from = *it;
@@ -146,7 +150,13 @@ class p2p_matcher {
     if (w.done) return true;
     if (!failed_.empty()) throw error("recv", l.rank(), failed_);
     advance(l);
-    if (!w.matched) return false;
+    if (!w.matched) {
+      if (w.peer == any_source && std::chrono::steady_clock::now() > w.deadline)
+        throw timeout_error("recv", l.rank(), any_source,
+                            cat("waited ", std::chrono::duration<double>(timeout_of(l)).count(), " s for a message with tag ", w.tag,
+                                " from any rank, the whole timeout (RINGTREE_TIMEOUT): no rank sent one"));
+      return false;
+    }
     if (w.from) {
       if (!w.from->in) return false;
       check(l.rank(), w, w.from->peer, w.from->h);
@@ -183,8 +193,7 @@ class p2p_matcher {
   // A header from p: its body goes to the first receive waiting for its
   // tag, or is kept.
   void arrived(Lane& l, int p, const p2p_header& h) {
-    const std::uint64_t each = h.count == 0 ? 0 : h.bytes / h.count;
-    if (h.type > std::uint64_t(dtype::bfloat16) /* the last */ || h.bytes != h.count * each || (h.count != 0 && each != 1 && each != 2 && each != 4 && each != 8))
+    if (h.type > 255 || size_of(dtype(h.type)) == 0 || h.bytes != h.count * size_of(dtype(h.type)))
       throw error("recv", l.rank(), failed_ = cat("rank ", p, " sent something other than a point-to-point message (a collective's? "
                                                    "the calls of the two ranks do not match)"));
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
@@ -208,9 +217,14 @@ class p2p_matcher {
     if (h.type != w.type || h.count != w.count)
       throw error("recv", rank, failed_ = cat("rank ", p, " sent ", h.count, " elements of ", to_string(dtype(h.type)),
                                     " with tag ", h.tag, ", but this rank receives ", w.count, " elements of ",
-                                    w.type_name, " with tag ", w.tag));
+                                    to_string(dtype(w.type)), " with tag ", w.tag));
   }
 
+  // How long the transport waits on a peer (RINGTREE_TIMEOUT where it cannot say).
+  static std::chrono::duration<double> timeout_of(const Lane& l) {
+    if constexpr (requires { { l.timeout() } -> std::convertible_to<std::chrono::duration<double>>; }) return l.timeout();
+    else return default_timeout();
+  }
   static bool probe(Lane& l, int p) {
     if constexpr (requires { { l.probe(p) } -> std::same_as<bool>; }) return l.probe(p);
     else return false;

@@ -125,6 +125,12 @@ RINGTREE_ELEMENT(half, float16)
 RINGTREE_ELEMENT(bfloat16, bfloat16)
 #undef RINGTREE_ELEMENT
 
+// Bytes per element of a type named at run time (0 for a number that names none).
+constexpr std::size_t size_of(dtype d) noexcept {
+  constexpr std::size_t sizes[] = {4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2};
+  return static_cast<std::size_t>(d) < std::size(sizes) ? sizes[static_cast<std::size_t>(d)] : 0;
+}
+
 // The types every collective accepts.
 template <class E>
 concept element = is_element_v<std::remove_cv_t<E>>;

@@ -322,6 +322,11 @@ class traced_transport {
   {
     return inner_->probe(peer);
   }
+  std::chrono::duration<double> timeout() const noexcept
+    requires requires(const T& t) { t.timeout(); }
+  {
+    return inner_->timeout();
+  }
   // (only where T can test; detail::test falls back to wait otherwise)
   bool test(request& r)
     requires requires(T& t, typename T::request& q) { { t.test(q) } -> std::same_as<bool>; }

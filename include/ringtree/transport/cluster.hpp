@@ -117,6 +117,7 @@ class cluster_transport {
   }
   bool test(request& r) { return one_host() ? local_->test(r.shm) : world_->test(r.mpi); }
   bool probe(int peer) { return one_host() ? local_->probe(peer) : world_->probe(peer); }
+  std::chrono::duration<double> timeout() const noexcept { return world_->timeout(); }
 
   // The hierarchical parts (transport/hosts.hpp): there where the ranks
   // span hosts and some share one.

@@ -131,6 +131,8 @@ class local_transport {
   // Whether a message from `peer` has arrived that no posted receive will
   // take (point to point from any source looks with it).
   bool probe(int peer);
+  // How long a wait on a peer may take (what probing callers wait at most).
+  std::chrono::duration<double> timeout() const noexcept;
 
   // A transport over a subset of this one's ranks with channels of its
   // own (communicator::split calls it on every rank; `members` are this
@@ -312,6 +314,8 @@ inline bool local_transport::test(request& r) {
   check_usable(r.recv_ ? "recv" : "send");
   return stop_.guard([&] { return complete(r, false); });
 }
+
+inline std::chrono::duration<double> local_transport::timeout() const noexcept { return world_->timeout_; }
 
 inline bool local_transport::probe(int peer) {
   check_usable("probe");

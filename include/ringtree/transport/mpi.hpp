@@ -328,6 +328,8 @@ class mpi_transport {
   }
   // Whether a message from `peer` has arrived that no posted receive will
   // take (point to point from any source looks with it).
+  // How long a wait on a peer may take (what probing callers wait at most).
+  std::chrono::duration<double> timeout() const noexcept { return *opt_.timeout; }
   bool probe(int peer) {
     check_usable("probe");
     int flag = 0;

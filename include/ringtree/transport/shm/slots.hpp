@@ -216,6 +216,7 @@ class slot_transport {
 
   // Whether a message from `peer` has arrived that no posted receive will
   // take (point to point from any source looks with it).
+  std::chrono::duration<double> timeout() const noexcept { return *opt_.timeout; }
   bool probe(int peer) {
     check_usable("probe");
     if (!recvs_[peer].empty()) return false;
