@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/algorithms/row_call.hpp>
 #include <ringtree/communicator.hpp>
 #include <ringtree/trace/story.hpp>
 #include <ringtree/transport/hosts.hpp>
@@ -47,75 +48,11 @@ inline std::string figure_of(algorithm a, int hosts) {
   }
 }
 
-// The working buffers of one rank for collective c: what the row reads
-// (in) and what it changes (data), with rank r's inputs from `input(r, i)`.
-struct watched_rank {
-  std::vector<std::uint64_t> in, data;
-};
-
-template <class F>
-watched_rank buffers_for(collective c, int n, int r, int root, std::size_t m, F input) {
-  watched_rank b;
-  auto fill = [&](std::vector<std::uint64_t>& v, std::size_t len, std::size_t from_block = 0) {
-    v.resize(len);
-    for (std::size_t i = 0; i < len; ++i) v[i] = input(r, i + from_block);
-  };
-  const std::size_t nm = m * static_cast<std::size_t>(n);
-  switch (c) {
-    case collective::allreduce: case collective::reduce: case collective::reduce_scatter:
-      fill(b.data, c == collective::reduce_scatter ? nm : m);
-      break;
-    case collective::broadcast:
-      if (r == root) fill(b.data, m);
-      else b.data.assign(m, 0);
-      break;
-    case collective::allgather:  // own block in place, the rest empty
-      b.data.assign(nm, 0);
-      for (std::size_t i = 0; i < m; ++i) b.data[r * m + i] = input(r, i);
-      break;
-    case collective::scatter:
-      if (r == root) fill(b.in, nm);
-      b.data.assign(m, 0);
-      break;
-    case collective::gather:
-      fill(b.in, m);
-      b.data.assign(r == root ? nm : 0, 0);
-      break;
-    case collective::alltoall:
-      fill(b.in, nm);
-      b.data.assign(nm, 0);
-      break;
-    case collective::barrier:
-      break;
-  }
-  return b;
-}
-
-// Runs row `a` of collective `c` on the lane, on b's buffers.
-template <class Lane>
-void run_watched(Lane& lane, collective c, algorithm a, const chunk_sizes& ch, watched_rank& b, int root) {
-  const int n = lane.size();
-  auto run = [&]<collective C>() {
-    const bool ran = algorithm_table::run<C>(a, [&](auto row) {
-      using Row = decltype(row);
-      if constexpr (Row::window_only) {
-        throw error("ringtree-trace", lane.rank(), cat(Row::name, " runs only on symmetric memory: it moves no messages to show"));
-      } else {
-        const std::vector<std::size_t> counts(n, b.data.size() / n);  // (all-to-all)
-        with_row_arguments<C>(std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, root,
-                              std::span<const std::size_t>(counts), [&](auto... args) { row.run(lane, ch, args...); });
-      }
-    });
-    if (!ran) throw error("ringtree-trace", lane.rank(), cat(to_string(C), " has no algorithm ", to_string(a)));
-  };
-  return detail::with_collective(c, run);
-}
-
 // One run: every rank's buffers at the start and after each step, and the recorder.
 struct watched_run {
   std::vector<std::vector<std::uint64_t>> start;
   std::vector<std::vector<std::vector<std::uint64_t>>> after;  // [step][rank]
-  std::vector<watched_rank> ranks;
+  std::vector<row_buffers<std::uint64_t>> ranks;
   std::unique_ptr<trace_recorder> rec;
 };
 
@@ -124,7 +61,7 @@ watched_run watch_once(const watch_options& o, algorithm a, const std::vector<st
   const int n = o.ranks;
   watched_run w;
   w.rec = std::make_unique<trace_recorder>(n);
-  for (int r = 0; r < n; ++r) w.ranks.push_back(buffers_for(o.what, n, r, o.root, o.count, input));
+  for (int r = 0; r < n; ++r) w.ranks.push_back(buffers_for<std::uint64_t>(o.what, n, r, o.root, o.count, input));
   for (auto& b : w.ranks) w.start.push_back(b.data);
   // snapshots[r][s]: rank r's buffer after step s (each rank writes only
   // its own: no lock). When a message of step k arrives (its counter moves
@@ -144,10 +81,10 @@ watched_run watch_once(const watch_options& o, algorithm a, const std::vector<st
     if (o.hosts > 1) {
       host_groups<local_transport> h(t, host_key);
       traced_transport<host_groups<local_transport>> lane(h, w.rec.get());
-      run_watched(lane, o.what, a, o.chunks, b, o.root);
+      run_row(lane, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
     } else {
       traced_transport<local_transport> lane(t, w.rec.get());
-      run_watched(lane, o.what, a, o.chunks, b, o.root);
+      run_row(lane, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
     }
   });
   const int steps = w.rec->steps();
