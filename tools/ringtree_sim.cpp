@@ -44,6 +44,7 @@ std::string help() {
          "  --net-alpha-us US         between hosts: latency (default: as within)\n"
          "  --net-gbps G              between hosts: each host's link per direction, Gb/s (default: as within)\n"
          "  --oversubscribe X         ranks per core: CPU costs (alpha, beta within, gamma) times X (default 1)\n"
+         "  --knee BYTES, --above-us US   messages above BYTES cost US more (default none)\n"
          "  -o NAME                   " + collectives + " (default allreduce)\n"
          "  -a LIST                   algorithms, or automatic (the model's pick); default: every one offered\n" + algos +
          "  -b, -e SIZE               smallest and largest size (K, M, G), as ringtree-perf counts it (default 64K, 256M)\n"
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   std::vector<int> layout;
   std::string model_file;
   struct {
-    double alpha = -1, gbps = -1, gamma = -1, net_alpha = -1, net_gbps = -1, oversub = 1;
+    double alpha = -1, gbps = -1, gamma = -1, net_alpha = -1, net_gbps = -1, oversub = 1, knee = -1, above = -1;
   } flag;
   collective c = collective::allreduce;
   std::vector<std::string> algos;
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
       else if (f == "--net-alpha-us") flag.net_alpha = cli::parse_number(f, v);
       else if (f == "--net-gbps") flag.net_gbps = cli::parse_number(f, v);
       else if (f == "--oversubscribe") flag.oversub = cli::parse_number(f, v);
+      else if (f == "--knee") flag.knee = cli::parse_number(f, v);
+      else if (f == "--above-us") flag.above = cli::parse_number(f, v);
       else if (f == "-o") c = cli::parse_collective(v, f);
       else if (f == "-a") algos = cli::split(v);
       else if (f == "-b") lo = cli::parse_size(f, v);
@@ -119,7 +122,7 @@ int main(int argc, char** argv) {
 
   try {
     // The constants: built-in defaults (ringtree-model's), a model file, then the flags.
-    sim::network net{3e-6, 8.0 / 100e9, -1, -1, 0.05e-9, 1};
+    sim::network net{3e-6, 8.0 / 100e9, -1, -1, 0.05e-9, 1, 0, 0};
     if (model_file.empty())
       if (const char* env = std::getenv("RINGTREE_MODEL_FILE"); env != nullptr && *env != '\0') model_file = env;
     if (!model_file.empty()) {
@@ -133,6 +136,8 @@ int main(int argc, char** argv) {
     if (flag.net_alpha >= 0) net.alpha_net = flag.net_alpha * 1e-6;
     if (flag.net_gbps > 0) net.beta_net = 8.0 / (flag.net_gbps * 1e9);
     net.oversubscription = std::max(1.0, flag.oversub);
+    if (flag.knee >= 0) net.knee = flag.knee;
+    if (flag.above >= 0) net.alpha_above = flag.above * 1e-6;
 
     sim::options o;
     o.net = net;
@@ -165,6 +170,7 @@ int main(int argc, char** argv) {
                 net.alpha * 1e6, net.beta * 1e9, 8 / net.beta / 1e9, (net.alpha_net < 0 ? net.alpha : net.alpha_net) * 1e6,
                 (net.beta_net < 0 ? net.beta : net.beta_net) * 1e9, 8 / (net.beta_net < 0 ? net.beta : net.beta_net) / 1e9, net.gamma * 1e9,
                 net.oversubscription);
+    if (net.knee > 0) std::printf("# messages above %.0f B cost %.3g us more\n", net.knee, net.alpha_above * 1e6);
     std::printf("# time: the last rank's return; algbw = size/time; busbw = algbw * bus factor (nccl-tests); model: the closed form;\n"
                 "# sim/model above 1: contention on a host's link or waiting on late partners, which the closed form leaves out\n");
     std::printf("%12s %12s %6s %6s %20s %12s %11s %11s %12s %9s %10s %8s\n", "size(B)", "count", "type", "redop", "algorithm", "time(us)",

@@ -99,7 +99,7 @@ TEST_CASE("a ring on one host takes exactly the closed form's time") {
     sim::options o;
     o.hosts = {n};
     o.data = false;
-    o.net = {2e-6, 0.1e-9, -1, -1, 0.03e-9, 1};
+    o.net = {2e-6, 0.1e-9, -1, -1, 0.03e-9, 1, 8192, 1.5e-6};  // (blocks of 16 KiB: above the knee)
     sim::world w(o);
     const std::size_t count = 4096 * static_cast<std::size_t>(n);
     const double s = sim::time_call<float>(w, {collective::allreduce, algorithm::ring, count});
@@ -116,7 +116,7 @@ TEST_CASE("ranks of a host that cross to other hosts at once share its link") {
   sim::options o;
   o.hosts = {4, 4};
   o.data = false;
-  o.net = {1e-6, 0.01e-9, 10e-6, 1e-9, 0, 1};
+  o.net = {1e-6, 0.01e-9, 10e-6, 1e-9, 0, 1, 0, 0};
   sim::world w(o);
   const std::size_t count = std::size_t{1} << 22;
   const auto model = sim::model_of(w);

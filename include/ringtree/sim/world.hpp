@@ -12,13 +12,15 @@
 // The network (sim::network), with hosts of L ranks:
 //   within a host   a message occupies the sender's send port and the
 //                   receiver's receive port (each rank's CPU, full duplex)
-//                   for alpha + m * beta, and has arrived then;
+//                   for m * beta, and has arrived alpha after that (alpha
+//                   is latency: messages to several peers overlap it);
 //   between hosts   it occupies the sending host's NIC out and the
 //                   receiving host's NIC in for m * beta_net (each direction
 //                   carries one message at a time: contention serialises),
 //                   and arrives alpha_net after it has crossed;
 //   reductions      cost gamma per byte of the sender's clock, copies beta;
-//   oversubscription multiplies what the CPU does (alpha, beta, gamma).
+//   oversubscription multiplies what the CPU does (alpha, beta, gamma);
+//   a message above the knee costs alpha_above more (a protocol switch).
 // A message starts when both ends are posted (rendezvous, as the transport
 // concept allows) and its ports are free, first come first served in
 // virtual time. The constants are the cost model's (tuning/cost_model.hpp,
@@ -65,11 +67,13 @@ struct network {
   double alpha_net = -1, beta_net = -1;        // between hosts (negative: as within)
   double gamma = 1e-10;                        // per byte reduced
   double oversubscription = 1;                 // ranks per core: CPU costs x this
+  double knee = 0, alpha_above = 0;            // a message above knee bytes (0: none) costs alpha_above more (a protocol switch)
   // The cost model's constants (the same file ringtree calibrates).
-  static network of(const cost_model& m) { return {m.alpha, m.beta, m.alpha_net, m.beta_net, m.gamma, 1}; }
+  static network of(const cost_model& m) { return {m.alpha, m.beta, m.alpha_net, m.beta_net, m.gamma, 1, m.knee, m.alpha_above}; }
   cost_model model() const {
     cost_model m;
     m.alpha = alpha, m.beta = beta, m.gamma = gamma, m.alpha_net = alpha_net, m.beta_net = beta_net;
+    m.knee = knee, m.alpha_above = alpha_above;
     m.source = "simulated network";
     return m;
   }
@@ -325,6 +329,8 @@ class world {
     gamma_ = n.gamma * cpu * 1e12;
     alpha_net_ = std::llround((n.alpha_net < 0 ? n.alpha : n.alpha_net) * 1e12);
     beta_net_ = (n.beta_net < 0 ? n.beta : n.beta_net) * 1e12;
+    knee_ = n.knee;
+    alpha_above_ = std::llround(n.alpha_above * 1e12);
   }
   static picoseconds per_byte(double ps_per_byte, std::size_t bytes) noexcept {
     return std::llround(ps_per_byte * static_cast<double>(bytes));
@@ -406,17 +412,18 @@ class world {
     ++stats_.messages;
     stats_.bytes += S.bytes;
     const int a = S.rank, b = R.rank, ha = host_of_[a], hb = host_of_[b];
+    const picoseconds above = knee_ > 0 && static_cast<double>(S.bytes) > knee_ ? alpha_above_ : 0;
     if (ha == hb) {
       const picoseconds t0 = std::max({now_, send_port_[a], recv_port_[b]});
-      const picoseconds t1 = t0 + alpha_ + per_byte(beta_, S.bytes);
+      const picoseconds t1 = t0 + per_byte(beta_, S.bytes);
       send_port_[a] = recv_port_[b] = t1;
-      S.done = R.done = t1;
+      S.done = R.done = t1 + alpha_ + above;
     } else {
       const picoseconds t0 = std::max({now_, nic_out_[ha], nic_in_[hb]});
       const picoseconds t1 = t0 + per_byte(beta_net_, S.bytes);
       nic_out_[ha] = nic_in_[hb] = t1;
       S.done = t1;
-      R.done = t1 + alpha_net_;
+      R.done = t1 + alpha_net_ + above;
     }
     for (op* x : {&S, &R})
       if (x->waiter >= 0) schedule(std::max(x->done, ranks_[x->waiter].clock), x->waiter);
@@ -480,8 +487,9 @@ class world {
   std::vector<std::unique_ptr<stack>> stacks_;
   std::vector<std::unique_ptr<fiber>>* fibers_ = nullptr;
 
-  picoseconds alpha_ = 0, alpha_net_ = 0;
+  picoseconds alpha_ = 0, alpha_net_ = 0, alpha_above_ = 0;
   double beta_ = 0, gamma_ = 0, beta_net_ = 0;  // ps per byte
+  double knee_ = 0;
 
   std::vector<rank_state> ranks_;
   std::vector<op> ops_;
