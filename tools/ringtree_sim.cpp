@@ -11,7 +11,11 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+
 #include <ringtree/sim/collective.hpp>
+#include <ringtree/trace/page.hpp>
+#include <ringtree/trace/teach.hpp>
 #include <ringtree/tuning/model_file.hpp>
 
 #include "cli.hpp"
@@ -51,6 +55,9 @@ std::string help() {
          "  -f FACTOR                 size step (default 4)\n"
          "  -r ROOT                   root of broadcast, reduce, scatter, gather (default 0)\n"
          "  --data                    move real payloads and check every result (exit 1 on a wrong element)\n"
+         "  --html FILE.html          instead of the table: the teaching page (ringtree-trace's) of one simulated\n"
+         "                            call of the first -a algorithm, up to 64 ranks, --html-count elements per rank\n"
+         "  --html-count M            elements per rank (per block) on the page, 0 to 64 (default 8)\n"
          "  -h, --help                this text\n"
          "Example:\n"
          "  ringtree-sim --hosts 128 --per-host 8 --net-gbps 100 --net-alpha-us 5 -a ring,hierarchical,automatic -b 1M -e 1G\n";
@@ -72,6 +79,8 @@ int main(int argc, char** argv) {
   double factor = 4;
   int root = 0;
   bool data = false;
+  std::string html;
+  std::size_t html_count = 8;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") {
@@ -109,6 +118,8 @@ int main(int argc, char** argv) {
       else if (f == "-e") hi = cli::parse_size(f, v);
       else if (f == "-f") factor = cli::parse_number(f, v);
       else if (f == "-r") root = static_cast<int>(cli::parse_int(f, v, 0, 1 << 24));
+      else if (f == "--html") html = v;
+      else if (f == "--html-count") html_count = static_cast<std::size_t>(cli::parse_int(f, v, 0, 64));
       else cli::usage_error("unknown flag '" + f + "'");
     } catch (const error& e) {
       cli::usage_error(cli::plain(e));
@@ -162,6 +173,27 @@ int main(int argc, char** argv) {
       run.push_back(*a);
     }
 
+    if (!html.empty()) {  // the page of one simulated call, as ringtree-trace draws it
+      watch_options wo;
+      wo.what = c;
+      wo.algo = run.empty() ? algorithm::automatic : run.front();
+      wo.ranks = n;
+      wo.root = root;
+      wo.count = html_count;
+      wo.hosts = w.layout().hosts();
+      wo.model = net.model();
+      wo.simulate = true;
+      if (wo.hosts > 1 && w.layout().slices() != w.layout().most_per_host())
+        cli::usage_error("--html deals the ranks evenly over the hosts: use --hosts and --per-host");
+      const trace_story story = watch(wo);
+      std::ofstream f(html);
+      write_html(f, std::vector<trace_story>{story});
+      f.close();
+      if (!f) throw error("ringtree-sim", -1, "cannot write " + html);
+      std::printf("page: %s (%s, %s, %d ranks on %d hosts, %d steps; open it in a browser)\n", html.c_str(), story.collective.c_str(),
+                  story.algorithm.c_str(), n, wo.hosts, static_cast<int>(story.steps.size()));
+      return 0;
+    }
     const auto model = sim::model_of(w);
     std::printf("# ringtree-sim: %s on %d ranks, hosts %s; virtual time, %s, sum%s\n", std::string(to_string(c)).c_str(), n,
                 w.layout().describe().c_str(), data ? "uint64" : "float", data ? "; with data, every result checked" : "");

@@ -35,7 +35,7 @@ std::string help() {
              ", automatic\n";
   }
   return "usage: ringtree-trace [--collective NAME] [--algo NAME] [--ranks N] [--count M] [--root R] [--hosts H]\n"
-         "                      [--diagram] [--html FILE.html] [--json FILE.json] [--chrome FILE.json]\n"
+         "                      [--simulate] [--diagram] [--html FILE.html] [--json FILE.json] [--chrome FILE.json]\n"
          "Runs one call of a collective on N threads and shows it step by step: which elements every rank\n"
          "sends to whom, and every rank's buffer after each step (rank r's element i starts as 100 r + i).\n"
          "  --collective NAME  " + collectives + " (default allreduce)\n"
@@ -45,6 +45,8 @@ std::string help() {
          "                     allgather and alltoall; 0 to 64 (default 8)\n"
          "  --root R           the root of broadcast, reduce, scatter, gather (default 0)\n"
          "  --hosts H          deal the ranks, host by host, to H emulated hosts (default 1)\n"
+         "  --simulate         run the ranks on the simulator (one thread, virtual time: ringtree-sim's)\n"
+         "                     instead of threads; the same steps, and --chrome's times are virtual\n"
          "  --diagram          only a table of the messages: steps down, ranks across\n"
          "  --html FILE.html   an interactive page: ranks, arrows, buffers colored by whose data they hold;\n"
          "                     #step=K in its URL opens step K (no network: it opens from disk)\n"
@@ -66,6 +68,10 @@ args parse(int argc, char** argv) {
     }
     if (f == "--diagram") {
       a.diagram = true;
+      continue;
+    }
+    if (f == "--simulate") {
+      a.w.simulate = true;
       continue;
     }
     if (f == "--print-renderer") {  // for docs/figures.sh: the page's drawing code, for Node.js

@@ -6,10 +6,14 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ringtree/sim/collective.hpp>
+#include <ringtree/trace/page.hpp>
+#include <ringtree/trace/teach.hpp>
 
 using namespace ringtree;
 
@@ -111,8 +115,7 @@ TEST_CASE("a ring on one host takes exactly the closed form's time") {
 
 TEST_CASE("ranks of a host that cross to other hosts at once share its link") {
   // Recursive doubling on 2 hosts of 4: in the last step all 4 ranks of a
-  // host send over its one link; the closed form counts the flat ring's
-  // sharing (1) and is too hopeful. Hierarchical sends each byte once.
+  // host send over its one link. Hierarchical sends each byte once.
   sim::options o;
   o.hosts = {4, 4};
   o.data = false;
@@ -124,7 +127,9 @@ TEST_CASE("ranks of a host that cross to other hosts at once share its link") {
   // distances 1 and 2 within the host, then 4 messages of B one after the other on the link
   const double B = count * 4.0;
   CHECK(rd == doctest::Approx(2 * (1e-6 + B * 0.01e-9) + 4 * B * 1e-9 + 10e-6).epsilon(1e-6));
-  CHECK(rd > 1.3 * model.seconds(collective::allreduce, algorithm::recursive_doubling, count * 4));
+  // the closed form counts the 4 ranks on the link too (and prices the
+  // steps within a host at the link's rate: never more hopeful than this)
+  CHECK(model.seconds(collective::allreduce, algorithm::recursive_doubling, count * 4) >= rd);
   const double h = sim::time_call<float>(w, {collective::allreduce, algorithm::hierarchical, count});
   CHECK(h == doctest::Approx(model.seconds(collective::allreduce, algorithm::hierarchical, count * 4)).epsilon(0.1));
   // with the ranks' links shared 4 ways, the flat ring crosses hosts on 1 link
@@ -180,4 +185,58 @@ TEST_CASE("without data nothing is touched: a thousand ranks and a gigabyte") {
   CHECK(s > 0);
   CHECK(w.stats().bytes > (std::uint64_t{1} << 30));
   CHECK_THROWS_WITH_AS(sim::check_call(w, {collective::allreduce, algorithm::ring, 4, 0}), doctest::Contains("needs a world with data"), error);
+}
+
+TEST_CASE("the closed form counts a host's ranks that cross at once in the hypercube algorithms") {
+  // Hosts of 8 numbered host by host: distances 1, 2, 4 stay in the host,
+  // from 8 on all 8 ranks of a host use its link; round-robin hosts cross at 1.
+  const auto even = host_shape::even(4, 8);
+  CHECK(even.cube[0] == 0);
+  CHECK(even.cube[2] == 0);
+  CHECK(even.cube[3] == 8);
+  CHECK(even.cube[4] == 8);
+  const std::vector<std::uint64_t> round_robin = {0, 1, 0, 1, 0, 1};
+  const auto rr = host_shape::of(host_layout(round_robin));
+  CHECK(rr.cube[0] == 2);  // of the 4 ranks a hypercube runs on, host 0 has 0 and 2
+  CHECK(rr.cube[1] == 0);
+  // The closed form now within 25% of the simulator across hosts, where it
+  // was 3 to 6 times too hopeful; and automatic no longer picks them there.
+  for (int hosts : {2, 4, 16}) {
+    sim::options o;
+    o.hosts = std::vector<int>(hosts, 8);
+    o.data = false;
+    o.net = {1e-6, 0.05e-9, 5e-6, 0.08e-9, 0.05e-9, 1, 0, 0};
+    sim::world w(o);
+    const auto model = sim::model_of(w);
+    const std::size_t count = std::size_t{4} << 20;  // 16 MiB of floats
+    for (algorithm a : {algorithm::recursive_doubling, algorithm::rabenseifner}) {
+      const double s = sim::time_call<float>(w, {collective::allreduce, a, count});
+      CAPTURE(hosts);
+      CAPTURE(to_string(a));
+      CHECK(s == doctest::Approx(model.seconds(collective::allreduce, a, count * 4)).epsilon(0.25));
+    }
+    const algorithm pick = model.choose(collective::allreduce, count * 4);
+    CHECK(pick != algorithm::rabenseifner);
+    CHECK(pick != algorithm::recursive_doubling);
+  }
+}
+
+TEST_CASE("a simulated teaching run tells the story threads tell") {
+  for (auto [what, algo, hosts] : {std::tuple{collective::allreduce, algorithm::ring, 1}, std::tuple{collective::allreduce, algorithm::hierarchical, 3},
+                                   std::tuple{collective::reduce_scatter, algorithm::ring, 1}, std::tuple{collective::broadcast, algorithm::tree, 2}}) {
+    watch_options o;
+    o.what = what;
+    o.algo = algo;
+    o.ranks = 9;
+    o.root = 4;
+    o.count = 5;
+    o.hosts = hosts;
+    const trace_story threads = watch(o);
+    o.simulate = true;
+    const trace_story simulated = watch(o);
+    std::ostringstream a, b;
+    write_json(a, threads);
+    write_json(b, simulated);
+    CHECK_MESSAGE(a.str() == b.str(), to_string(what), " ", to_string(algo));
+  }
 }

@@ -68,6 +68,13 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::rabenseifne
       k.large_steps += s.large(std::min(part, double(s.chunks.ring_chunk_bytes))) ? 2 : 0;
     return k;
   }
+  // At distance 2^k each way 2^k / p of the buffer, from s.cube[k] of a host's ranks at once.
+  static constexpr double net_bytes_of(const shape& s, double B) noexcept {
+    double x = s.odd * B;
+    for (int k = 0; k < s.lf; ++k) x += 2 * B * double(1 << k) / s.p * std::max(1, s.cube[k]);
+    return x;
+  }
+  static constexpr double (*net_bytes)(const shape&, double) noexcept = &net_bytes_of;
   template <transport T, class E>
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
 };

@@ -47,6 +47,13 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::recursive_d
     const double rounds = s.lf + s.odd;
     return s.uniform(rounds + (s.n - s.p > s.p / 2 ? 1 : 0), rounds * B, rounds * B, B);
   }
+  // The whole buffer at every distance 2^k, from s.cube[k] of a host's ranks at once.
+  static constexpr double net_bytes_of(const shape& s, double B) noexcept {
+    double x = s.odd * B;
+    for (int k = 0; k < s.lf; ++k) x += B * std::max(1, s.cube[k]);
+    return x;
+  }
+  static constexpr double (*net_bytes)(const shape&, double) noexcept = &net_bytes_of;
   template <transport T, class E>
   static void run(T& t, const chunk_sizes&, std::span<E> data, op o) { allreduce(t, data, o); }
 };

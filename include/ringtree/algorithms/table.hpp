@@ -115,10 +115,11 @@ struct row_info {
   bool window_only;  // and only there (on symmetric memory, or streamed through staging)
   bool streams;      // its window form also runs on private memory, through staging
   bool across_hosts; // offered only where the ranks span hosts
+  double (*net_bytes)(const shape&, double) noexcept;  // across hosts, if the row counts them (else nullptr)
 };
 template <class... Rows>
 constexpr auto infos(row_list<Rows...>) {
-  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::streams, Rows::across_hosts}...};
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::streams, Rows::across_hosts, Rows::net_bytes}...};
 }
 inline constexpr auto rows = infos(algorithm_table{});
 

@@ -4,6 +4,7 @@
 // and what they depend on (shape), where a call runs (placement), and the
 // row every algorithm's row starts from. No transport code: the cost model
 // and the tools use these without running anything.
+#include <array>
 #include <cstddef>
 #include <string_view>
 
@@ -73,6 +74,9 @@ struct shape {
   // and how many of a host's ranks send over its link at once in a flat
   // ring (its rank order's neighbours on other hosts).
   int hosts = 1, per_host = 1, slices = 1, net_share = 1;
+  // And of the hypercube algorithms: at distance 2^k, how many of a host's
+  // ranks send across hosts at once (tuning/cost_model.hpp's host_shape).
+  std::array<int, 32> cube{};
   // Counts of an algorithm whose steps all send `message` bytes.
   constexpr cost_counts uniform(double steps, double bytes, double reduced, double message) const noexcept {
     return {steps, bytes, reduced, large(message) ? steps : 0};
@@ -97,6 +101,9 @@ struct row {
   static constexpr bool stages = false;       // true: its window form also runs small calls on private memory
   static constexpr bool streams = false;      // true: its window form also runs on private memory, through staging
   static constexpr bool across_hosts = false; // true: offered only where the ranks span hosts (hierarchical.hpp)
+  // Across hosts: the bytes the busiest host's link carries, where the row
+  // counts them itself (nullptr: its bytes times shape::net_share).
+  static constexpr double (*net_bytes)(const shape&, double) noexcept = nullptr;
 };
 
 }  // namespace ringtree::detail

@@ -226,12 +226,15 @@ class world {
       auto& st = ranks_[e.rank];
       st.clock = std::max(st.clock, now_);
       ++stats_.events;
+      running_ = e.rank;
       try {
         fibers[e.rank]->resume();
       } catch (...) {
         failed = std::current_exception();
+        running_ = -1;
         break;
       }
+      running_ = -1;
     }
     std::string stuck;
     if (!failed) stuck = deadlock_report(fibers);
@@ -250,6 +253,9 @@ class world {
     return seconds(t);
   }
   const run_stats& stats() const noexcept { return stats_; }
+  // The running rank's virtual clock in microseconds (the world's, between
+  // ranks): what a trace of a simulated run is timed by.
+  double clock_us() const noexcept { return seconds(running_ >= 0 ? ranks_[running_].clock : now_) * 1e6; }
 
   // Without data: a span that stands for `n` elements and is never touched
   // (a reserved range with no access: touching it faults).
@@ -442,11 +448,7 @@ class world {
     free_ops_.push_back(id);
   }
 
-  int running_rank() const {
-    for (int r = 0; r < n_; ++r)
-      if (fibers_ != nullptr && (*fibers_)[r].get() == fiber::current()) return r;
-    return -1;
-  }
+  int running_rank() const noexcept { return running_; }
 
   std::string deadlock_report(const std::vector<std::unique_ptr<fiber>>& fibers) const {
     std::string s;
@@ -501,6 +503,7 @@ class world {
   std::uint64_t seq_ = 0;
   run_stats stats_;
   bool cancelling_ = false;
+  int running_ = -1;
   std::byte* void_ = nullptr;
 };
 

@@ -20,6 +20,7 @@
 
 #include <ringtree/algorithms/row_call.hpp>
 #include <ringtree/communicator.hpp>
+#include <ringtree/sim/world.hpp>
 #include <ringtree/trace/story.hpp>
 #include <ringtree/transport/hosts.hpp>
 #include <ringtree/transport/local.hpp>
@@ -33,6 +34,10 @@ struct watch_options {
   std::size_t count = 8;  // elements per rank, per block where the collective has blocks
   int hosts = 1;          // > 1: ranks dealt host by host to emulated hosts (host_groups)
   cost_model model{};     // the constants of the cost terms, and automatic's
+  // Run the ranks on the simulator (sim/world.hpp) instead of threads: the
+  // same story, one thread, and the Chrome trace in virtual time on a
+  // network with `model`'s constants.
+  bool simulate = false;
   chunk_sizes chunks{};
 };
 
@@ -75,18 +80,38 @@ watched_run watch_once(const watch_options& o, algorithm a, const std::vector<st
     for (int s = std::max(0, at[r] - 1); s <= step - 2; ++s) snaps[r][s] = w.ranks[r].data;
     at[r] = step;
   };
-  local_world world(n);
-  world.run([&](local_transport& t) {
-    auto& b = w.ranks[t.rank()];
-    if (o.hosts > 1) {
-      host_groups<local_transport> h(t, host_key);
-      traced_transport<host_groups<local_transport>> lane(h, w.rec.get());
-      run_row(lane, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
-    } else {
-      traced_transport<local_transport> lane(t, w.rec.get());
-      run_row(lane, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
+  auto run = [&](auto& lane) {
+    auto& b = w.ranks[lane.rank()];
+    run_row(lane, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
+  };
+  if (o.simulate) {
+    sim::options so;
+    so.net = sim::network::of(o.model);
+    so.hosts.assign(1, 0);
+    for (int r = 0; r < n; ++r) {  // (host_key: the hosts in rank order)
+      if (r > 0 && host_key[r] != host_key[r - 1]) so.hosts.push_back(0);
+      ++so.hosts.back();
     }
-  });
+    sim::world world(so);
+    w.rec->clock = [&world] { return world.clock_us(); };
+    world.run([&](sim::transport& t) {
+      traced_transport<sim::transport> lane(t, w.rec.get());
+      run(lane);
+    });
+    w.rec->clock = nullptr;
+  } else {
+    local_world world(n);
+    world.run([&](local_transport& t) {
+      if (o.hosts > 1) {
+        host_groups<local_transport> h(t, host_key);
+        traced_transport<host_groups<local_transport>> lane(h, w.rec.get());
+        run(lane);
+      } else {
+        traced_transport<local_transport> lane(t, w.rec.get());
+        run(lane);
+      }
+    });
+  }
   const int steps = w.rec->steps();
   w.after.assign(steps, std::vector<std::vector<std::uint64_t>>(n));
   for (int r = 0; r < n; ++r)

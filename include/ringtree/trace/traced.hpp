@@ -64,6 +64,9 @@ class trace_recorder {
   explicit trace_recorder(int size)
       : clock_(size, 0), sent_(size, 0), received_(size, 0), reduced_(size, 0), origin_(std::chrono::steady_clock::now()) {}
   int size() const noexcept { return static_cast<int>(clock_.size()); }
+  // Where slices take their times from, if not the host's clock: the
+  // simulator's virtual one (sim/world.hpp), in microseconds.
+  std::function<double()> clock;
 
   // Every message, ordered by step, then sender, then receiver.
   std::vector<trace_event> events() const {
@@ -192,8 +195,9 @@ class trace_recorder {
  private:
   template <class T> friend class traced_transport;
   template <class M> friend struct traced_memory;
-  // Microseconds since the recorder was made.
+  // Microseconds since the recorder was made (or on `clock`, where set).
   double now_us() const {
+    if (clock) return clock();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_).count();
   }
   void on_slice(trace_slice x) {

@@ -49,18 +49,42 @@ struct cost_model {
 // many of a host's ranks have their ring neighbour on another host (the
 // ranks in rank order: 1 where each host's ranks are contiguous, all of
 // them where ranks go round-robin over the hosts).
+// The hypercube algorithms (recursive doubling, Rabenseifner) exchange at
+// distances 1, 2, 4, ...: `cube[k]` is how many of one host's ranks send
+// across hosts at once at distance 2^k (the busiest host's count): with
+// hosts of 8 ranks numbered host by host, 0 below distance 8 and 8 from
+// there on, all of a host's ranks on its one link.
 struct host_shape {
   int hosts = 1, per_host = 1, slices = 1, net_share = 1;
+  std::array<int, 32> cube{};
   static host_shape of(const host_layout& l) {
     host_shape h{l.hosts(), l.most_per_host(), l.slices(), 0};
     std::vector<int> crossing(l.hosts(), 0);
     for (int r = 0; r < l.ranks(); ++r)
       if (l.host_of(r) != l.host_of((r + 1) % l.ranks())) h.net_share = std::max(h.net_share, ++crossing[l.host_of(r)]);
     h.net_share = std::max(1, h.net_share);
+    h.count_cube([&](int r) { return l.host_of(r); }, l.ranks(), l.hosts());
     return h;
   }
   // `hosts` hosts of `per_host` ranks each, numbered host by host.
-  static host_shape even(int hosts, int per_host) { return {hosts, per_host, per_host, 1}; }
+  static host_shape even(int hosts, int per_host) {
+    host_shape h{hosts, per_host, per_host, 1};
+    h.count_cube([per_host](int r) { return r / per_host; }, hosts * per_host, hosts);
+    return h;
+  }
+
+ private:
+  // Over the largest power of two p <= n ranks (those the hypercube runs on).
+  template <class HostOf>
+  void count_cube(HostOf host_of, int n, int hosts) {
+    const int p = n < 1 ? 1 : 1 << (std::bit_width(unsigned(n)) - 1);
+    std::vector<int> crossing;
+    for (int k = 0; (1 << k) < p; ++k) {
+      crossing.assign(static_cast<std::size_t>(hosts), 0);
+      for (int r = 0; r < p; ++r)
+        if (host_of(r) != host_of(r ^ (1 << k))) cube[k] = std::max(cube[k], ++crossing[host_of(r)]);
+    }
+  }
 };
 
 // The model on n ranks. `bytes` is what the call moves: the whole buffer
@@ -77,6 +101,7 @@ class tuner {
     s_.per_host = hosts.per_host;
     s_.slices = hosts.slices;
     s_.net_share = hosts.net_share;
+    s_.cube = hosts.cube;
     s_.n = ranks;
     s_.lf = std::bit_width(unsigned(ranks)) - 1;
     s_.lc = std::bit_width(unsigned(ranks - 1));
@@ -98,9 +123,10 @@ class tuner {
     cost_counts k = row->counts(s_, static_cast<double>(bytes));
     if (s_.hosts > 1 && a != algorithm::hierarchical) {
       // A flat algorithm across hosts: each of its steps waits on a message
-      // over the network, and net_share of a host's ranks send at once.
+      // over the network, and net_share of a host's ranks send at once (a
+      // row whose sharing changes from step to step counts it itself).
       k.net_steps = k.steps;
-      k.net_bytes = k.bytes * s_.net_share;
+      k.net_bytes = row->net_bytes != nullptr ? row->net_bytes(s_, static_cast<double>(bytes)) : k.bytes * s_.net_share;
       k.steps = k.large_steps = k.bytes = 0;
     }
     return k;
