@@ -193,6 +193,9 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::tree> {
     return s.uniform(many ? s.tree_steps_many : s.tree_steps_one, s.tree_moved * B / 2, s.tree_reduced * B / 2,
                      std::min(B / 2, chunk));
   }
+  // Across hosts: every half that crosses a host's link, all pipelined at once.
+  static constexpr double net_bytes_of(const shape& s, double B) noexcept { return std::max(s.tree_moved, s.tree_cross) * B / 2; }
+  static constexpr double (*net_bytes)(const shape&, double) noexcept = &net_bytes_of;
   template <transport T, class E>
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
 };

@@ -77,6 +77,8 @@ struct shape {
   // And of the hypercube algorithms: at distance 2^k, how many of a host's
   // ranks send across hosts at once (tuning/cost_model.hpp's host_shape).
   std::array<int, 32> cube{};
+  // And of the double binary tree: the half-buffers the busiest host's link carries one way.
+  int tree_cross = 0;
   // Counts of an algorithm whose steps all send `message` bytes.
   constexpr cost_counts uniform(double steps, double bytes, double reduced, double message) const noexcept {
     return {steps, bytes, reduced, large(message) ? steps : 0};

@@ -54,9 +54,13 @@ struct cost_model {
 // across hosts at once at distance 2^k (the busiest host's count): with
 // hosts of 8 ranks numbered host by host, 0 below distance 8 and 8 from
 // there on, all of a host's ranks on its one link.
+// The double binary tree's edges between hosts carry half the buffer each
+// way: `tree_cross` is how many halves the busiest host's link carries in
+// one direction (both trees, up and down, pipelined: all at once).
 struct host_shape {
   int hosts = 1, per_host = 1, slices = 1, net_share = 1;
   std::array<int, 32> cube{};
+  int tree_cross = 0;
   static host_shape of(const host_layout& l) {
     host_shape h{l.hosts(), l.most_per_host(), l.slices(), 0};
     std::vector<int> crossing(l.hosts(), 0);
@@ -64,12 +68,14 @@ struct host_shape {
       if (l.host_of(r) != l.host_of((r + 1) % l.ranks())) h.net_share = std::max(h.net_share, ++crossing[l.host_of(r)]);
     h.net_share = std::max(1, h.net_share);
     h.count_cube([&](int r) { return l.host_of(r); }, l.ranks(), l.hosts());
+    h.count_tree([&](int r) { return l.host_of(r); }, l.ranks(), l.hosts());
     return h;
   }
   // `hosts` hosts of `per_host` ranks each, numbered host by host.
   static host_shape even(int hosts, int per_host) {
     host_shape h{hosts, per_host, per_host, 1};
     h.count_cube([per_host](int r) { return r / per_host; }, hosts * per_host, hosts);
+    h.count_tree([per_host](int r) { return r / per_host; }, hosts * per_host, hosts);
     return h;
   }
 
@@ -84,6 +90,17 @@ struct host_shape {
       for (int r = 0; r < p; ++r)
         if (host_of(r) != host_of(r ^ (1 << k))) cube[k] = std::max(cube[k], ++crossing[host_of(r)]);
     }
+  }
+  template <class HostOf>
+  void count_tree(HostOf host_of, int n, int hosts) {
+    std::vector<int> out(static_cast<std::size_t>(hosts), 0), in(static_cast<std::size_t>(hosts), 0);
+    for (int t = 0; t < 2 && n > 1; ++t)
+      for (int r = 0; r < n; ++r)
+        if (const int p = tree::binary_tree_shifted(n, r, t).parent; p >= 0 && host_of(p) != host_of(r)) {
+          ++out[host_of(r)], ++in[host_of(p)];  // up
+          ++out[host_of(p)], ++in[host_of(r)];  // down
+        }
+    for (int h = 0; h < hosts; ++h) tree_cross = std::max({tree_cross, out[h], in[h]});
   }
 };
 
@@ -102,6 +119,7 @@ class tuner {
     s_.slices = hosts.slices;
     s_.net_share = hosts.net_share;
     s_.cube = hosts.cube;
+    s_.tree_cross = hosts.tree_cross;
     s_.n = ranks;
     s_.lf = std::bit_width(unsigned(ranks)) - 1;
     s_.lc = std::bit_width(unsigned(ranks - 1));
