@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # docs/algorithms.md's "Simulated" tables: ringtree-sim at 2 to 128 hosts of
 # 8 ranks, each cell the simulated time with the closed form's beside it.
-#   bench/sim_predicted.sh [BUILD_DIR]
+#   bench/sim_predicted.sh [BUILD_DIR]   (docs/figures.sh runs it)
 set -eu
 build=${1:-build}
 sim="$build/tools/ringtree-sim"
 net=(--alpha-us 1 --gbps 160 --gamma-ns 0.05 --net-alpha-us 5 --net-gbps 100)
 algos=ring,tree,recursive_doubling,rabenseifner,hierarchical,automatic
-echo "<!-- generated: bench/sim_predicted.sh (ringtree-sim --per-host 8 ${net[*]} -a $algos) -->"
+echo "Each row: ringtree-sim --hosts H --per-host 8 ${net[*]} -a $algos -b SIZE -e SIZE"
 for size in 64K 16M 256M; do
   echo
   echo "$size bytes, simulated (closed form):"

@@ -3,6 +3,7 @@
 # so that none is drawn by hand:
 #   <!-- generated: ringtree-trace ARGS -->   ... <!-- end generated -->
 #   <!-- generated: ringtree-model ARGS -->   ... <!-- end generated -->
+#   <!-- generated: bench/sim_predicted.sh --> ... <!-- end generated -->  (ringtree-sim's tables)
 #   <!-- figure: figures/NAME.svg = ringtree-trace ARGS -->
 #       every step of the call as one SVG, drawn by the interactive page's
 #       own renderer (ringtree-trace --print-renderer) under Node.js
@@ -50,6 +51,12 @@ while IFS= read -r line; do
     # shellcheck disable=SC2086
     "$build/tools/ringtree-trace" $args --html "$work/made" >/dev/null
     made "$file"
+  fi
+  if [ "$line" = '<!-- generated: bench/sim_predicted.sh -->' ]; then  # the simulator's tables (about 20 s)
+    printf '%s\n' "$line" >>"$out"
+    "$docs/../bench/sim_predicted.sh" "$build" >>"$out"
+    skipping=1
+    continue
   fi
   if [[ $line =~ ^'<!-- generated: '(ringtree-trace|ringtree-model)' '(.*)' -->'$ ]]; then
     tool=${BASH_REMATCH[1]} args=${BASH_REMATCH[2]}
