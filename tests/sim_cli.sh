@@ -17,6 +17,10 @@ grep -Eq "^ +1048576 +262144 +float +sum +ring .* 1\.00 " <<<"$out" || fail "the
 grep -Eq " hierarchical " <<<"$out" || fail "no hierarchical row"
 grep -Eq " automatic:[a-z_]+ " <<<"$out" || fail "automatic does not say what it ran"
 
+# Four ranks of a host on its one link: the tool says contention is why.
+out=$("$sim" --hosts 2 --per-host 4 --net-gbps 10 -a recursive_doubling -b 16M -e 16M) || fail "ringtree-sim failed: $out"
+grep -Eq " recursive_doubling .* contention" <<<"$out" || fail "recursive doubling across 2x4 hosts: no contention named: $out"
+
 # With data: every row checked on uneven hosts.
 out=$("$sim" --layout 3+5+2 -o reduce_scatter -b 4K -e 64K -f 16 --data) || fail "--data on 3+5+2 failed: $out"
 grep -q "every result checked: all correct" <<<"$out" || fail "--data did not check: $out"

@@ -6,6 +6,7 @@
 // Prints an nccl-tests-style table; with --data every result is checked
 // against a sequential reference, and a wrong element exits 1.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -133,7 +134,7 @@ int main(int argc, char** argv) {
 
   try {
     // The constants: built-in defaults (ringtree-model's), a model file, then the flags.
-    sim::network net{3e-6, 8.0 / 100e9, -1, -1, 0.05e-9, 1, 0, 0};
+    sim::network net{3e-6, 8.0 / 100e9, -1, -1, 0.05e-9, 1, 0, 0, true};
     if (model_file.empty())
       if (const char* env = std::getenv("RINGTREE_MODEL_FILE"); env != nullptr && *env != '\0') model_file = env;
     if (!model_file.empty()) {
@@ -204,9 +205,16 @@ int main(int argc, char** argv) {
                 net.oversubscription);
     if (net.knee > 0) std::printf("# messages above %.0f B cost %.3g us more\n", net.knee, net.alpha_above * 1e6);
     std::printf("# time: the last rank's return; algbw = size/time; busbw = algbw * bus factor (nccl-tests); model: the closed form;\n"
-                "# sim/model above 1: contention on a host's link or waiting on late partners, which the closed form leaves out\n");
-    std::printf("%12s %12s %6s %6s %20s %12s %11s %11s %12s %9s %10s %8s\n", "size(B)", "count", "type", "redop", "algorithm", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "model(us)", "sim/model", "messages", "wall(s)");
+                "# why, where sim/model is off by more than 5%%: contention (the run again with ports and links never busy is faster),\n"
+                "# waiting (ranks wait on late partners: slower than the closed form even then), pipelining (faster even then)\n");
+    std::printf("%12s %12s %6s %6s %20s %12s %11s %11s %12s %9s %-22s %10s %8s\n", "size(B)", "count", "type", "redop", "algorithm", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "model(us)", "sim/model", "why", "messages", "wall(s)");
+    // The same call on a network where nothing waits for a port or a link:
+    // what the schedule alone costs, to tell contention from the schedule.
+    sim::options free_o = o;
+    free_o.net.contention = false;
+    free_o.data = false;
+    sim::world free_world(free_o);
     int wrong = 0;
     const std::size_t elem = data ? sizeof(std::uint64_t) : sizeof(float);  // (checked data: 64-bit integers)
     const char* type = data ? "uint64" : "float";
@@ -227,9 +235,18 @@ int main(int argc, char** argv) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double predicted = model.seconds(c, picked, sim::model_bytes(c, count, elem, n));
         const double algbw = s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
+        std::string why = "-";
+        if (predicted > 0 && std::abs(s / predicted - 1) > 0.05) {
+          const double alone = data ? sim::time_call<std::uint64_t>(free_world, k) : sim::time_call<float>(free_world, k);
+          why.clear();
+          if (s > alone * 1.05) why = "contention";
+          if (alone > predicted * 1.05) why += why.empty() ? "waiting" : "+waiting";
+          if (alone < predicted / 1.05) why += why.empty() ? "pipelining" : "+pipelining";
+          if (why.empty()) why = "rounding";
+        }
         const std::string label = a == algorithm::automatic ? "automatic:" + std::string(to_string(picked)) : std::string(to_string(a));
-        std::printf("%12zu %12zu %6s %6s %20s %12.1f %11.3f %11.3f %12.1f %9.2f %10llu %8.2f\n", bytes, count, type, "sum", label.c_str(),
-                    s * 1e6, algbw, algbw * perf::bus_factor(c, n), predicted * 1e6, predicted > 0 ? s / predicted : 0.0,
+        std::printf("%12zu %12zu %6s %6s %20s %12.1f %11.3f %11.3f %12.1f %9.2f %-22s %10llu %8.2f\n", bytes, count, type, "sum", label.c_str(),
+                    s * 1e6, algbw, algbw * perf::bus_factor(c, n), predicted * 1e6, predicted > 0 ? s / predicted : 0.0, why.c_str(),
                     static_cast<unsigned long long>(w.stats().messages), wall);
         if (!bad.empty()) {
           std::fprintf(stderr, "ringtree-sim: WRONG RESULT: %s\n", bad.c_str());

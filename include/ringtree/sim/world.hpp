@@ -68,8 +68,9 @@ struct network {
   double gamma = 1e-10;                        // per byte reduced
   double oversubscription = 1;                 // ranks per core: CPU costs x this
   double knee = 0, alpha_above = 0;            // a message above knee bytes (0: none) costs alpha_above more (a protocol switch)
+  bool contention = true;                      // false: ports and links never busy (what the schedule alone costs)
   // The cost model's constants (the same file ringtree calibrates).
-  static network of(const cost_model& m) { return {m.alpha, m.beta, m.alpha_net, m.beta_net, m.gamma, 1, m.knee, m.alpha_above}; }
+  static network of(const cost_model& m) { return {m.alpha, m.beta, m.alpha_net, m.beta_net, m.gamma, 1, m.knee, m.alpha_above, true}; }
   cost_model model() const {
     cost_model m;
     m.alpha = alpha, m.beta = beta, m.gamma = gamma, m.alpha_net = alpha_net, m.beta_net = beta_net;
@@ -419,13 +420,14 @@ class world {
     stats_.bytes += S.bytes;
     const int a = S.rank, b = R.rank, ha = host_of_[a], hb = host_of_[b];
     const picoseconds above = knee_ > 0 && static_cast<double>(S.bytes) > knee_ ? alpha_above_ : 0;
+    const bool busy = opt_.net.contention;
     if (ha == hb) {
-      const picoseconds t0 = std::max({now_, send_port_[a], recv_port_[b]});
+      const picoseconds t0 = busy ? std::max({now_, send_port_[a], recv_port_[b]}) : now_;
       const picoseconds t1 = t0 + per_byte(beta_, S.bytes);
       send_port_[a] = recv_port_[b] = t1;
       S.done = R.done = t1 + alpha_ + above;
     } else {
-      const picoseconds t0 = std::max({now_, nic_out_[ha], nic_in_[hb]});
+      const picoseconds t0 = busy ? std::max({now_, nic_out_[ha], nic_in_[hb]}) : now_;
       const picoseconds t1 = t0 + per_byte(beta_net_, S.bytes);
       nic_out_[ha] = nic_in_[hb] = t1;
       S.done = t1;
