@@ -195,6 +195,14 @@ int main(int argc, char** argv) {
                   story.algorithm.c_str(), n, wo.hosts, static_cast<int>(story.steps.size()));
       return 0;
     }
+    if (data) {  // every rank's buffers really exist: say so before the machine runs out
+      const std::size_t elem = sizeof(std::uint64_t);
+      const auto len = detail::lengths_for(c, n, root, root, perf::count_for(c, hi, elem, n));
+      const double total = static_cast<double>(n) * static_cast<double>(len.in + len.data) * static_cast<double>(elem);
+      if (total > 8.0 * (1 << 30))
+        cli::usage_error(detail::cat("--data at -e ", hi, " bytes on ", n, " ranks holds ", static_cast<long long>(total / (1 << 20)),
+                                     " MiB of buffers (at most 8 GiB): lower -e, or leave out --data to time sizes only"));
+    }
     const auto model = sim::model_of(w);
     std::printf("# ringtree-sim: %s on %d ranks, hosts %s; virtual time, %s, sum%s\n", std::string(to_string(c)).c_str(), n,
                 w.layout().describe().c_str(), data ? "uint64" : "float", data ? "; with data, every result checked" : "");
