@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include <ringtree/algorithms/table.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
 
@@ -71,15 +72,32 @@ inline std::size_t parse_size(const std::string& flag, std::string s) {
   return static_cast<std::size_t>(v) * mult;
 }
 
-// `barrier`: whether the tool takes it (it has no size to sweep).
-inline collective parse_collective(const std::string& s, const std::string& flag = "-o", bool barrier = false) {
+// The collectives a tool takes, "allreduce, broadcast, ..." (`barrier`:
+// whether the tool takes it; it has no size to sweep).
+inline std::string collective_names(bool barrier, const char* separator = ", ") {
   std::string names;
-  for (collective c : all_collectives) {
-    if (c == collective::barrier && !barrier) continue;
-    if (s == to_string(c)) return c;
-    names += (names.empty() ? "" : ", ") + std::string(to_string(c));
-  }
-  bad(flag + ": unknown collective '" + s + "' (one of: " + names + ")");
+  for (collective c : all_collectives)
+    if (c != collective::barrier || barrier) names += (names.empty() ? "" : separator) + std::string(to_string(c));
+  return names;
+}
+// For --help: one line per collective, "    allreduce: ring, tree, ...",
+// each followed by more(c) (what the tool adds to the table's names).
+template <class More>
+std::string algorithms_by_collective(bool barrier, More more) {
+  std::string lines;
+  for (collective c : all_collectives)
+    if (c != collective::barrier || barrier)
+      lines += "    " + std::string(to_string(c)) + ": " + detail::offered_names(c) + more(c) + "\n";
+  return lines;
+}
+inline std::string algorithms_by_collective(bool barrier) {
+  return algorithms_by_collective(barrier, [](collective) { return std::string(); });
+}
+
+inline collective parse_collective(const std::string& s, const std::string& flag = "-o", bool barrier = false) {
+  for (collective c : all_collectives)
+    if ((c != collective::barrier || barrier) && s == to_string(c)) return c;
+  bad(flag + ": unknown collective '" + s + "' (one of: " + collective_names(barrier) + ")");
 }
 // An error's message without "ringtree: TOOL: " and the source location:
 // what a command line tool prints.

@@ -40,9 +40,7 @@ struct options {
 
 inline std::string usage() {
   const std::string algos = ringtree::detail::algorithm_names_list();  // the table's, so never out of date
-  std::string colls;
-  for (collective c : all_collectives)
-    if (c != collective::barrier) colls += (colls.empty() ? "" : ",") + std::string(to_string(c));
+  const std::string colls = collective_names(false, ",");
   return R"(usage: mpirun -np N ringtree-perf [options]
   -b, --minbytes SIZE     smallest size (default 8); SIZE takes K, M, G suffixes
   -e, --maxbytes SIZE     largest size (default 64M)

@@ -22,11 +22,7 @@ using namespace ringtree;
 namespace {
 
 std::string help() {
-  std::string collectives, algos;
-  for (collective c : all_collectives) {
-    collectives += (collectives.empty() ? "" : ", ") + std::string(to_string(c));
-    algos += "    " + std::string(to_string(c)) + ": " + detail::offered_names(c) + "\n";
-  }
+  const std::string collectives = cli::collective_names(true), algos = cli::algorithms_by_collective(true);
   return "usage: ringtree-model [--collective NAME] [--ranks N,N,...] [--sizes SIZE,SIZE,...]\n"
          "                      [--alpha-us US] [--gbps G] [--gamma-ns NS] [--knee BYTES --above-us US]\n"
          "                      [--per-host L --net-alpha-us US --net-gbps G]\n"

@@ -27,12 +27,7 @@ using namespace ringtree;
 namespace {
 
 std::string help() {
-  std::string collectives, algos;
-  for (collective c : all_collectives) {
-    if (c == collective::barrier) continue;
-    collectives += (collectives.empty() ? "" : ", ") + std::string(to_string(c));
-    algos += "    " + std::string(to_string(c)) + ": " + detail::offered_names(c) + "\n";
-  }
+  const std::string collectives = cli::collective_names(false), algos = cli::algorithms_by_collective(false);
   return "usage: ringtree-sim [--hosts H --per-host L | --layout L1+L2+...] [network flags]\n"
          "                    [-o COLLECTIVE] [-a ALGO,ALGO,...] [-b SIZE] [-e SIZE] [-f FACTOR] [-r ROOT] [--data]\n"
          "Runs ringtree's algorithms, unchanged, on simulated ranks in virtual time: one thread, each rank\n"

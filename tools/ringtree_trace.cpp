@@ -27,13 +27,11 @@ struct args {
 };
 
 std::string help() {
-  std::string collectives, algos;
-  for (collective c : all_collectives) {
-    collectives += (collectives.empty() ? "" : ", ") + std::string(to_string(c));
-    algos += "    " + std::string(to_string(c)) + ": " + detail::offered_names(c) + (c == collective::allreduce || c == collective::broadcast ||
-             c == collective::reduce || c == collective::allgather || c == collective::reduce_scatter ? ", hierarchical (--hosts > 1)" : "") +
-             ", automatic\n";
-  }
+  const std::string collectives = cli::collective_names(true);
+  const std::string algos = cli::algorithms_by_collective(true, [](collective c) {
+    return std::string(c == collective::allreduce || c == collective::broadcast || c == collective::reduce || c == collective::allgather ||
+                               c == collective::reduce_scatter ? ", hierarchical (--hosts > 1)" : "") + ", automatic";
+  });
   return "usage: ringtree-trace [--collective NAME] [--algo NAME] [--ranks N] [--count M] [--root R] [--hosts H]\n"
          "                      [--simulate] [--diagram] [--html FILE.html] [--json FILE.json] [--chrome FILE.json]\n"
          "Runs one call of a collective on N threads and shows it step by step: which elements every rank\n"
