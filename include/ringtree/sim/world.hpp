@@ -9,24 +9,9 @@
 // threads, so the same inputs give the same virtual times, bit for bit,
 // on every run and machine (times are integer picoseconds).
 //
-// The network (sim::network), with hosts of L ranks:
-//   within a host   a message occupies the sender's send port and the
-//                   receiver's receive port (each rank's CPU, full duplex)
-//                   for m * beta, and has arrived alpha after that (alpha
-//                   is latency: messages to several peers overlap it);
-//   between hosts   it occupies the sending host's NIC out and the
-//                   receiving host's NIC in for m * beta_net (each direction
-//                   carries one message at a time: contention serialises),
-//                   and arrives alpha_net after it has crossed;
-//   reductions      cost gamma per byte of the sender's clock, copies beta;
-//   oversubscription multiplies what the CPU does (alpha, beta, gamma);
-//   a message above the knee costs alpha_above more (a protocol switch).
+// The network the ranks run on, and what it leaves out, is sim/network.hpp.
 // A message starts when both ends are posted (rendezvous, as the transport
-// concept allows) and its ports are free, first come first served in
-// virtual time. The constants are the cost model's (tuning/cost_model.hpp,
-// RINGTREE_MODEL_FILE), so the closed-form prediction and the simulation
-// differ only by what the closed form leaves out: contention, waiting on
-// late partners, pipelining and the real schedule.
+// concept allows) and its ports are free.
 //
 // With data (options::data) payloads really move and reductions really
 // run, so results can be checked at rank counts no machine here has.
@@ -37,7 +22,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -51,34 +35,11 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/reduce.hpp>
 #include <ringtree/sim/fiber.hpp>
+#include <ringtree/sim/network.hpp>
 #include <ringtree/transport/topology.hpp>
 #include <ringtree/transport/transport.hpp>
-#include <ringtree/tuning/cost_model.hpp>
 
 namespace ringtree::sim {
-
-// Virtual time, in picoseconds (2^63 ps: 106 days).
-using picoseconds = std::int64_t;
-inline double seconds(picoseconds t) noexcept { return static_cast<double>(t) * 1e-12; }
-
-// The network's constants, in seconds (see the top of this file).
-struct network {
-  double alpha = 5e-6, beta = 1e-10;          // within a host: per message, per byte
-  double alpha_net = -1, beta_net = -1;        // between hosts (negative: as within)
-  double gamma = 1e-10;                        // per byte reduced
-  double oversubscription = 1;                 // ranks per core: CPU costs x this
-  double knee = 0, alpha_above = 0;            // a message above knee bytes (0: none) costs alpha_above more (a protocol switch)
-  bool contention = true;                      // false: ports and links never busy (what the schedule alone costs)
-  // The cost model's constants (the same file ringtree calibrates).
-  static network of(const cost_model& m) { return {m.alpha, m.beta, m.alpha_net, m.beta_net, m.gamma, 1, m.knee, m.alpha_above, true}; }
-  cost_model model() const {
-    cost_model m;
-    m.alpha = alpha, m.beta = beta, m.gamma = gamma, m.alpha_net = alpha_net, m.beta_net = beta_net;
-    m.knee = knee, m.alpha_above = alpha_above;
-    m.source = "simulated network";
-    return m;
-  }
-};
 
 struct options {
   network net{};
@@ -157,7 +118,7 @@ class transport {
 
 class world {
  public:
-  explicit world(options o) : opt_(std::move(o)) {
+  explicit world(options o) : opt_(std::move(o)), links_(opt_.net) {
     if (opt_.hosts.empty()) throw error("sim", -1, "a world needs at least one host");
     std::vector<std::uint64_t> keys;
     for (std::size_t h = 0; h < opt_.hosts.size(); ++h) {
@@ -189,7 +150,6 @@ class world {
       lane(r, 1) = make_lane(1 + h, i, r);
       lane(r, 2) = make_lane(1 + H + i, h_rank_in_cross(r), r);
     }
-    set_costs();
   }
   world(const world&) = delete;
   world& operator=(const world&) = delete;
@@ -217,7 +177,6 @@ class world {
       }, *stacks_[r]));
       schedule(0, r);
     }
-    fibers_ = &fibers;
     std::exception_ptr failed;
     while (!events_.empty()) {
       std::pop_heap(events_.begin(), events_.end(), later);
@@ -240,13 +199,11 @@ class world {
     std::string stuck;
     if (!failed) stuck = deadlock_report(fibers);
     cancel(fibers);
-    fibers_ = nullptr;
     if (failed) std::rethrow_exception(failed);
     if (!stuck.empty()) throw error("sim", -1, stuck);
   }
 
   // After run(): when each rank returned, and the last of them.
-  double finished(int r) const { return seconds(ranks_.at(r).finished); }
   picoseconds finished_ps(int r) const { return ranks_.at(r).finished; }
   double elapsed() const noexcept {
     picoseconds t = 0;
@@ -273,8 +230,8 @@ class world {
   }
 
   // The time a rank's CPU takes to reduce or copy `bytes` (its clock moves on).
-  void charge_reduce(int r, std::size_t bytes) { ranks_[r].clock += per_byte(gamma_, bytes); }
-  void charge_copy(int r, std::size_t bytes) { ranks_[r].clock += per_byte(beta_, bytes); }
+  void charge_reduce(int r, std::size_t bytes) { ranks_[r].clock += links_.reduce_time(bytes); }
+  void charge_copy(int r, std::size_t bytes) { ranks_[r].clock += links_.copy_time(bytes); }
 
  private:
   friend class transport;
@@ -285,7 +242,7 @@ class world {
     int waiting = -1;  // the operation it is blocked on
   };
   struct op {
-    int rank, peer, group;  // world ranks of the poster and its peer
+    int rank, peer;  // world ranks of the poster and its peer
     bool send;
     std::byte* at;
     std::size_t bytes;
@@ -328,31 +285,13 @@ class world {
   }
   transport& lane(int r, int which) { return lanes_[3 * static_cast<std::size_t>(r) + which]; }
 
-  void set_costs() {
-    const auto& n = opt_.net;
-    const double cpu = std::max(1.0, n.oversubscription);
-    alpha_ = std::llround(n.alpha * cpu * 1e12);
-    beta_ = n.beta * cpu * 1e12;
-    gamma_ = n.gamma * cpu * 1e12;
-    alpha_net_ = std::llround((n.alpha_net < 0 ? n.alpha : n.alpha_net) * 1e12);
-    beta_net_ = (n.beta_net < 0 ? n.beta : n.beta_net) * 1e12;
-    knee_ = n.knee;
-    alpha_above_ = std::llround(n.alpha_above * 1e12);
-  }
-  static picoseconds per_byte(double ps_per_byte, std::size_t bytes) noexcept {
-    return std::llround(ps_per_byte * static_cast<double>(bytes));
-  }
-
   void reset() {
     ranks_.assign(n_, rank_state{});
     ops_.clear();
     free_ops_.clear();
     channels_.clear();
     events_.clear();
-    send_port_.assign(n_, 0);
-    recv_port_.assign(n_, 0);
-    nic_out_.assign(layout_.hosts(), 0);
-    nic_in_.assign(layout_.hosts(), 0);
+    links_.reset(n_, layout_.hosts());
     now_ = 0;
     seq_ = 0;
     stats_ = {};
@@ -362,11 +301,9 @@ class world {
     events_.push_back({t, seq_++, r});
     std::push_heap(events_.begin(), events_.end(), later);
   }
-  rank_state& running(int r) { return ranks_[r]; }
-  void suspend(int r) {
+  void suspend() {
     fiber::current()->suspend();
     if (cancelling_ && std::uncaught_exceptions() == 0) throw cancelled{};
-    (void)r;
   }
   // Brings rank r's clock and the world's to the same time: what it posts
   // then competes for the ports in virtual-time order.
@@ -374,7 +311,7 @@ class world {
     auto& st = ranks_[r];
     if (st.clock > now_) {
       schedule(st.clock, r);
-      suspend(r);
+      suspend();
     }
   }
 
@@ -388,7 +325,7 @@ class world {
     int id;
     if (!free_ops_.empty()) id = free_ops_.back(), free_ops_.pop_back();
     else id = static_cast<int>(ops_.size()), ops_.emplace_back();
-    ops_[id] = op{r, p, t.group_, send, at, bytes};
+    ops_[id] = op{r, p, send, at, bytes};
     const int from = send ? r : p, to = send ? p : r;
     auto& c = channels_[(std::uint64_t(t.group_) << 48) | (std::uint64_t(from) << 24) | std::uint64_t(to)];
     int& other = send ? c.recvs : c.sends;
@@ -412,27 +349,15 @@ class world {
     op& S = ops_[s];
     op& R = ops_[r];
     if (S.bytes != R.bytes)
-      throw error("sim", running_rank(),
+      throw error("sim", running_,
                   detail::cat("rank ", S.rank, " sends ", S.bytes, " bytes to rank ", R.rank, ", which receives ", R.bytes,
                               " (the two ranks' schedules disagree)"));
     if (opt_.data && S.bytes > 0) std::memcpy(R.at, S.at, S.bytes);
     ++stats_.messages;
     stats_.bytes += S.bytes;
-    const int a = S.rank, b = R.rank, ha = host_of_[a], hb = host_of_[b];
-    const picoseconds above = knee_ > 0 && static_cast<double>(S.bytes) > knee_ ? alpha_above_ : 0;
-    const bool busy = opt_.net.contention;
-    if (ha == hb) {
-      const picoseconds t0 = busy ? std::max({now_, send_port_[a], recv_port_[b]}) : now_;
-      const picoseconds t1 = t0 + per_byte(beta_, S.bytes);
-      send_port_[a] = recv_port_[b] = t1;
-      S.done = R.done = t1 + alpha_ + above;
-    } else {
-      const picoseconds t0 = busy ? std::max({now_, nic_out_[ha], nic_in_[hb]}) : now_;
-      const picoseconds t1 = t0 + per_byte(beta_net_, S.bytes);
-      nic_out_[ha] = nic_in_[hb] = t1;
-      S.done = t1;
-      R.done = t1 + alpha_net_ + above;
-    }
+    const auto d = links_.carry(S.rank, host_of_[S.rank], R.rank, host_of_[R.rank], S.bytes, now_);
+    S.done = d.sent;
+    R.done = d.received;
     for (op* x : {&S, &R})
       if (x->waiter >= 0) schedule(std::max(x->done, ranks_[x->waiter].clock), x->waiter);
   }
@@ -443,14 +368,12 @@ class world {
     if (ops_[id].done < 0) {
       ops_[id].waiter = r;
       ranks_[r].waiting = id;
-      suspend(r);
+      suspend();
       ranks_[r].waiting = -1;
     }
     ranks_[r].clock = std::max(ranks_[r].clock, ops_[id].done);
     free_ops_.push_back(id);
   }
-
-  int running_rank() const noexcept { return running_; }
 
   std::string deadlock_report(const std::vector<std::unique_ptr<fiber>>& fibers) const {
     std::string s;
@@ -489,18 +412,13 @@ class world {
   std::vector<group_info> groups_;
   std::vector<transport> lanes_;  // per rank: the world's, its host's, its index's
   std::vector<std::unique_ptr<stack>> stacks_;
-  std::vector<std::unique_ptr<fiber>>* fibers_ = nullptr;
-
-  picoseconds alpha_ = 0, alpha_net_ = 0, alpha_above_ = 0;
-  double beta_ = 0, gamma_ = 0, beta_net_ = 0;  // ps per byte
-  double knee_ = 0;
+  links links_;
 
   std::vector<rank_state> ranks_;
   std::vector<op> ops_;
   std::vector<int> free_ops_;
   std::unordered_map<std::uint64_t, channel> channels_;
   std::vector<event> events_;
-  std::vector<picoseconds> send_port_, recv_port_, nic_out_, nic_in_;
   picoseconds now_ = 0;
   std::uint64_t seq_ = 0;
   run_stats stats_;
