@@ -214,11 +214,11 @@ class chooser {
     // alike and cancels out, where plain medians of times let a few noisy
     // rounds of one algorithm decide (at 4-16 MiB in torch processes they
     // picked ring over two_shot, 1.4x slower, in some runs).
-    std::vector<double> median(k);
+    std::vector<double> round_fastest(rounds), median(k);
+    for (int r = 0; r < rounds; ++r) round_fastest[r] = std::max(*std::min_element(times.begin() + r * k, times.begin() + (r + 1) * k), 1e-12);
     for (std::size_t i = 0; i < k; ++i) {
       std::vector<double> mine;
-      for (int r = 0; r < rounds; ++r)
-        mine.push_back(times[r * k + i] / std::max(*std::min_element(times.begin() + r * k, times.begin() + (r + 1) * k), 1e-12));
+      for (int r = 0; r < rounds; ++r) mine.push_back(times[r * k + i] / round_fastest[r]);
       std::nth_element(mine.begin(), mine.begin() + rounds / 2, mine.end());
       median[i] = mine[rounds / 2];
     }
