@@ -1,0 +1,136 @@
+// libringtree-mpi's pieces (mpi_layer.cpp holds the MPI_* entry points):
+// which calls ringtree serves, the ringtree communicator cached on each MPI
+// communicator, buffers as bytes, and errors turned into MPI errors.
+#pragma once
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ringtree/transport/cluster.hpp>
+
+namespace ringtree::mpi_layer {
+
+// The settings, read once (RINGTREE_MPI, RINGTREE_MPI_LOG,
+// RINGTREE_MPI_CROSS_BYTES) at the first call MPI has been initialised for.
+struct settings {
+  bool enabled = true;
+  bool log = false;
+  // Across hosts ringtree's collectives run over MPI's point to point, which
+  // loses to MPI's own below this size (bench/RESULTS.md); within a host
+  // shared memory wins at every size.
+  std::size_t cross_bytes = std::size_t{32} << 20;
+  bool thread_multiple = false;  // the caller asked for MPI_THREAD_MULTIPLE: MPI serves it
+};
+const settings& the_settings();
+
+// Calls made while the layer itself runs (ringtree's own use of MPI:
+// MPI_Bcast when a communicator is made, ...) go straight to MPI.
+inline thread_local bool inside = false;
+struct inside_scope {
+  bool was = inside;
+  inside_scope() { inside = true; }
+  ~inside_scope() { inside = was; }
+};
+
+// The ringtree communicator of one MPI communicator, made at its first
+// handled call (collectively) and kept as an attribute of it.
+struct layer_comm {
+  communicator<cluster_transport> comm;
+  bool one_host;
+  explicit layer_comm(MPI_Comm c);
+};
+layer_comm& layer_of(MPI_Comm comm);  // makes it on first use (every rank is in the call)
+void drop_all();                      // before MPI_Finalize
+
+// The element type ringtree reduces a predefined MPI datatype as; calls
+// f.template operator()<E>() and returns true, or returns false.
+template <class I>
+using exact_int = std::conditional_t<std::is_signed_v<I>,
+    std::conditional_t<sizeof(I) == 1, std::int8_t, std::conditional_t<sizeof(I) == 2, std::int16_t, std::conditional_t<sizeof(I) == 4, std::int32_t, std::int64_t>>>,
+    std::conditional_t<sizeof(I) == 1, std::uint8_t, std::conditional_t<sizeof(I) == 2, std::uint16_t, std::conditional_t<sizeof(I) == 4, std::uint32_t, std::uint64_t>>>>;
+
+template <class F>
+bool with_element(MPI_Datatype t, F&& f) {
+  auto as = [&]<class E>() { f.template operator()<E>(); return true; };
+  if (t == MPI_FLOAT) return as.template operator()<float>();
+  if (t == MPI_DOUBLE) return as.template operator()<double>();
+  if (t == MPI_INT || t == MPI_INT32_T) return as.template operator()<exact_int<int>>();
+  if (t == MPI_UNSIGNED || t == MPI_UINT32_T) return as.template operator()<exact_int<unsigned>>();
+  if (t == MPI_LONG) return as.template operator()<exact_int<long>>();
+  if (t == MPI_UNSIGNED_LONG) return as.template operator()<exact_int<unsigned long>>();
+  if (t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT || t == MPI_INT64_T) return as.template operator()<exact_int<long long>>();
+  if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_UINT64_T) return as.template operator()<exact_int<unsigned long long>>();
+  if (t == MPI_SHORT || t == MPI_INT16_T) return as.template operator()<exact_int<short>>();
+  if (t == MPI_UNSIGNED_SHORT || t == MPI_UINT16_T) return as.template operator()<exact_int<unsigned short>>();
+  if (t == MPI_SIGNED_CHAR || t == MPI_INT8_T) return as.template operator()<std::int8_t>();
+  if (t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T) return as.template operator()<std::uint8_t>();
+  return false;
+}
+inline bool has_element(MPI_Datatype t) {
+  return with_element(t, []<class>() {});
+}
+
+// SUM, PROD, MIN, MAX; nothing else (user ops, MAXLOC, the bitwise and
+// logical ones go to MPI).
+inline std::optional<op> to_op(MPI_Op o) {
+  if (o == MPI_SUM) return op::sum;
+  if (o == MPI_PROD) return op::prod;
+  if (o == MPI_MIN) return op::min;
+  if (o == MPI_MAX) return op::max;
+  return std::nullopt;
+}
+
+// `count` elements of datatype `t` at `buf` as bytes in MPI's order: the
+// buffer itself for a predefined type without gaps, else a packed copy
+// (PMPI_Pack), unpacked back by finish(). The data-moving calls (MPI_Bcast,
+// MPI_Allgather, MPI_Alltoall) let each rank pass its own datatype, so
+// whether ringtree serves them must not depend on it: a rank that sent
+// derived types to MPI would wait for peers that went to ringtree.
+class bytes_of {
+ public:
+  bytes_of(const void* buf, long count, MPI_Datatype t, MPI_Comm comm, bool read);
+  std::span<std::uint8_t> span() noexcept { return bytes_; }
+  void finish();  // after ringtree wrote into span(): unpack, where packed
+ private:
+  void* buf_;
+  long count_;
+  MPI_Datatype t_;
+  MPI_Comm comm_;
+  std::vector<std::uint8_t> packed_;
+  std::span<std::uint8_t> bytes_;
+};
+// count * MPI_Type_size(t), the bytes of a call's signature.
+std::size_t signature_bytes(long count, MPI_Datatype t);
+
+// A ringtree error inside `call` on `comm` as MPI reports errors: its
+// message becomes the string of one error code of the class "ringtree"
+// (MPI_Error_string gives it), the communicator's handler is called with it
+// (MPI_ERRORS_ARE_FATAL aborts, after printing the message), and the code
+// is returned.
+int raise(MPI_Comm comm, const char* call, const std::string& what);
+
+// RINGTREE_MPI_LOG=1: one line per call on stderr saying which path ran.
+std::string type_name(MPI_Datatype t);
+std::string op_name(MPI_Op o);
+void log_line(MPI_Comm comm, const char* call, const std::string& what, const std::string& path);
+
+// Iallreduce's requests: MPI generalized requests completed by the layer
+// when the ringtree call behind one has run, whichever MPI_Wait or MPI_Test
+// form looks at it.
+MPI_Request start_request(MPI_Comm comm, work w);
+bool ours(MPI_Request r);
+// Completes r if its call has run (blocking: waits for it first); true if
+// it is complete now.
+bool settle(MPI_Request r, bool block);
+void settle_all(MPI_Request* rs, int n, bool block);
+void forget(MPI_Request r);  // MPI_Request_free: complete it when its call has run
+void settle_forgotten(bool block);
+
+}  // namespace ringtree::mpi_layer

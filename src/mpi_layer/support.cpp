@@ -1,0 +1,261 @@
+// libringtree-mpi's support (layer.hpp says what each piece is).
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "layer.hpp"
+
+namespace ringtree::mpi_layer {
+
+const settings& the_settings() {
+  static const settings s = [] {
+    settings s;
+    auto flag = [](const char* name, bool dflt) {
+      const char* v = std::getenv(name);
+      return v && *v ? std::strcmp(v, "0") != 0 : dflt;
+    };
+    s.enabled = flag("RINGTREE_MPI", true);
+    s.log = flag("RINGTREE_MPI_LOG", false);
+    if (const char* v = std::getenv("RINGTREE_MPI_CROSS_BYTES"); v && *v) {
+      char* end = nullptr;
+      const unsigned long long b = std::strtoull(v, &end, 10);
+      if (*end == '\0') s.cross_bytes = b;
+      else std::fprintf(stderr, "ringtree-mpi: RINGTREE_MPI_CROSS_BYTES=%s is not a number of bytes; using %zu\n", v, s.cross_bytes);
+    }
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&level);
+    s.thread_multiple = level == MPI_THREAD_MULTIPLE;
+    return s;
+  }();
+  return s;
+}
+
+// ---- one ringtree communicator per MPI communicator ----
+
+namespace {
+int keyval = MPI_KEYVAL_INVALID;
+std::vector<MPI_Comm> with_layer;  // the communicators that have one, oldest first
+
+int delete_layer(MPI_Comm comm, int, void* value, void*) {
+  inside_scope in;
+  std::erase(with_layer, comm);
+  delete static_cast<layer_comm*>(value);
+  return MPI_SUCCESS;
+}
+
+cluster_options layer_options() {
+  cluster_options o;
+  // MPI waits for a late peer as long as it takes; a ringtree wait gives up
+  // after RINGTREE_TIMEOUT seconds, which here defaults to an hour instead
+  // of 5 minutes, so that a rank busy (checkpointing, say) before a
+  // collective is not taken for a dead one.
+  if (!std::getenv("RINGTREE_TIMEOUT")) o.timeout = std::chrono::hours(1);
+  return o;
+}
+}  // namespace
+
+layer_comm::layer_comm(MPI_Comm c) : comm(make_communicator(c, {}, layer_options())), one_host(comm.transport().one_host()) {}
+
+layer_comm& layer_of(MPI_Comm comm) {
+  if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_layer, &keyval, nullptr);
+  void* v = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, keyval, &v, &found);
+  if (found) return *static_cast<layer_comm*>(v);
+  inside_scope in;
+  auto made = std::make_unique<layer_comm>(comm);
+  PMPI_Comm_set_attr(comm, keyval, made.get());
+  with_layer.push_back(comm);
+  return *made.release();
+}
+
+void drop_all() {
+  settle_forgotten(true);
+  // Newest first: a split's communicator goes before its parent's.
+  while (!with_layer.empty()) PMPI_Comm_delete_attr(with_layer.back(), keyval);
+  if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+}
+
+// ---- buffers as bytes ----
+
+std::size_t signature_bytes(long count, MPI_Datatype t) {
+  int size = 0;
+  PMPI_Type_size(t, &size);
+  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
+}
+
+namespace {
+// A predefined datatype without gaps: its elements lie back to back.
+bool plain(MPI_Datatype t) {
+  int ni, na, nd, combiner;
+  PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+  if (combiner != MPI_COMBINER_NAMED) return false;
+  MPI_Aint lb, extent;
+  PMPI_Type_get_extent(t, &lb, &extent);
+  int size = 0;
+  PMPI_Type_size(t, &size);
+  return lb == 0 && extent == size;
+}
+int as_int(long n, const char* what) {
+  if (n > INT32_MAX) throw error("libringtree-mpi", -1, detail::cat(what, " of ", n, " elements is above MPI's int counts"));
+  return static_cast<int>(n);
+}
+}  // namespace
+
+bytes_of::bytes_of(const void* buf, long count, MPI_Datatype t, MPI_Comm comm, bool read)
+    : buf_(const_cast<void*>(buf)), count_(count), t_(t), comm_(comm) {
+  const std::size_t n = signature_bytes(count, t);
+  if (plain(t)) {
+    bytes_ = {static_cast<std::uint8_t*>(buf_), n};
+    return;
+  }
+  int room = 0;
+  PMPI_Pack_size(as_int(count, "a packed buffer"), t, comm, &room);
+  packed_.resize(static_cast<std::size_t>(room));
+  if (read) {
+    int at = 0;
+    PMPI_Pack(buf_, static_cast<int>(count), t, packed_.data(), room, &at, comm);
+    if (static_cast<std::size_t>(at) != n)
+      throw error("libringtree-mpi", -1, detail::cat("MPI_Pack gave ", at, " bytes for ", count, " elements of ", type_name(t), " of ", n, " bytes"));
+  }
+  bytes_ = {packed_.data(), n};
+}
+
+void bytes_of::finish() {
+  if (packed_.empty()) return;
+  int at = 0;
+  PMPI_Unpack(packed_.data(), static_cast<int>(packed_.size()), &at, buf_, static_cast<int>(count_), t_, comm_);
+}
+
+// ---- errors ----
+
+int raise(MPI_Comm comm, const char* call, const std::string& what) {
+  static int code = -1;
+  if (code < 0) {
+    int cls = 0;
+    PMPI_Add_error_class(&cls);
+    PMPI_Add_error_code(cls, &code);
+    PMPI_Add_error_string(cls, const_cast<char*>("ringtree: a collective failed"));
+  }
+  std::string text = std::string("ringtree (libringtree-mpi) in ") + call + ": " + what;
+  if (text.size() >= MPI_MAX_ERROR_STRING) text.resize(MPI_MAX_ERROR_STRING - 1);
+  PMPI_Add_error_string(code, text.data());
+  MPI_Errhandler h = MPI_ERRHANDLER_NULL;
+  PMPI_Comm_get_errhandler(comm, &h);
+  // MPI's fatal handler prints the code's class, not always its string.
+  if (h == MPI_ERRORS_ARE_FATAL) std::fprintf(stderr, "%s\n", text.c_str());
+  if (h != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&h);
+  PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
+
+// ---- the log ----
+
+std::string type_name(MPI_Datatype t) {
+  char name[MPI_MAX_OBJECT_NAME] = {};
+  int len = 0;
+  PMPI_Type_get_name(t, name, &len);
+  return len > 0 ? std::string(name, static_cast<std::size_t>(len)) : std::string("a derived datatype");
+}
+
+std::string op_name(MPI_Op o) {
+  struct named { MPI_Op o; const char* name; };
+  const named all[] = {{MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"},     {MPI_MIN, "MPI_MIN"},       {MPI_MAX, "MPI_MAX"},
+                       {MPI_LAND, "MPI_LAND"}, {MPI_LOR, "MPI_LOR"},       {MPI_LXOR, "MPI_LXOR"},     {MPI_BAND, "MPI_BAND"},
+                       {MPI_BOR, "MPI_BOR"},   {MPI_BXOR, "MPI_BXOR"},     {MPI_MAXLOC, "MPI_MAXLOC"}, {MPI_MINLOC, "MPI_MINLOC"},
+                       {MPI_REPLACE, "MPI_REPLACE"}, {MPI_NO_OP, "MPI_NO_OP"}};
+  for (const auto& n : all)
+    if (n.o == o) return n.name;
+  return "a user op";
+}
+
+void log_line(MPI_Comm comm, const char* call, const std::string& what, const std::string& path) {
+  int rank = -1, size = 0;
+  if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &rank), PMPI_Comm_size(comm, &size);
+  std::fprintf(stderr, "ringtree-mpi: rank %d of %d: %s(%s): %s\n", rank, size, call, what.c_str(), path.c_str());
+}
+
+// ---- Iallreduce's requests ----
+
+namespace {
+struct pending {
+  work w;
+  MPI_Comm comm;
+  int* status;  // the code query_state reports, owned by the request
+};
+std::unordered_map<MPI_Request, pending> requests;
+// Freed by the caller before their call had run: MPI keeps the request
+// until the layer completes it.
+std::vector<std::pair<MPI_Request, pending>> forgotten;
+
+int query_state(void* state, MPI_Status* s) {
+  MPI_Status_set_elements(s, MPI_BYTE, 0);
+  MPI_Status_set_cancelled(s, 0);
+  s->MPI_SOURCE = MPI_UNDEFINED;
+  s->MPI_TAG = MPI_UNDEFINED;
+  s->MPI_ERROR = *static_cast<int*>(state);
+  return *static_cast<int*>(state);
+}
+int free_state(void* state) {
+  delete static_cast<int*>(state);
+  return MPI_SUCCESS;
+}
+int cancel_state(void*, int) { return MPI_SUCCESS; }  // a collective cannot be cancelled
+
+// Completes the MPI request of a call that has run, with its outcome.
+void complete(MPI_Request r, pending& p) {
+  inside_scope in;
+  try {
+    p.w.wait();
+  } catch (const std::exception& e) {
+    *p.status = raise(p.comm, "MPI_Iallreduce", e.what());
+  }
+  PMPI_Grequest_complete(r);
+}
+}  // namespace
+
+MPI_Request start_request(MPI_Comm comm, work w) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  int* status = new int(MPI_SUCCESS);
+  PMPI_Grequest_start(query_state, free_state, cancel_state, status, &r);
+  requests.emplace(r, pending{std::move(w), comm, status});
+  return r;
+}
+
+bool ours(MPI_Request r) { return !requests.empty() && requests.contains(r); }
+
+bool settle(MPI_Request r, bool block) {
+  auto it = requests.find(r);
+  if (it == requests.end()) return true;
+  if (!block && !it->second.w.test()) return false;
+  complete(r, it->second);
+  requests.erase(it);
+  return true;
+}
+
+void settle_all(MPI_Request* rs, int n, bool block) {
+  if (requests.empty()) return;
+  for (int i = 0; i < n; ++i) settle(rs[i], block);
+}
+
+void forget(MPI_Request r) {
+  auto it = requests.find(r);
+  forgotten.emplace_back(r, std::move(it->second));
+  requests.erase(it);
+  MPI_Request handle = r;  // MPI frees the request once the layer completes it
+  PMPI_Request_free(&handle);
+}
+
+void settle_forgotten(bool block) {
+  std::erase_if(forgotten, [&](auto& f) {
+    if (!block && !f.second.w.test()) return false;
+    complete(f.first, f.second);
+    return true;
+  });
+}
+
+}  // namespace ringtree::mpi_layer
