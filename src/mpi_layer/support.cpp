@@ -1,5 +1,6 @@
 // libringtree-mpi's support (layer.hpp says what each piece is).
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -109,6 +110,7 @@ int as_int(long n, const char* what) {
 bytes_of::bytes_of(const void* buf, long count, MPI_Datatype t, MPI_Comm comm, bool read)
     : buf_(const_cast<void*>(buf)), count_(count), t_(t), comm_(comm) {
   const std::size_t n = signature_bytes(count, t);
+  if (n == 0) return;  // (MPI_Pack refuses an empty buffer)
   if (plain(t)) {
     bytes_ = {static_cast<std::uint8_t*>(buf_), n};
     return;
@@ -176,7 +178,9 @@ std::string op_name(MPI_Op o) {
 void log_line(MPI_Comm comm, const char* call, const std::string& what, const std::string& path) {
   int rank = -1, size = 0;
   if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &rank), PMPI_Comm_size(comm, &size);
-  std::fprintf(stderr, "ringtree-mpi: rank %d of %d: %s(%s): %s\n", rank, size, call, what.c_str(), path.c_str());
+  // One write, so that the ranks' lines do not interleave.
+  const std::string line = detail::cat("ringtree-mpi: rank ", rank, " of ", size, ": ", call, "(", what, "): ", path, "\n");
+  [[maybe_unused]] auto n = ::write(2, line.data(), line.size());
 }
 
 // ---- Iallreduce's requests ----

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# libringtree-mpi as its users meet it (mpi_layer/layer_check.cpp compares
+# every call with MPI's own; this script checks what the log says about the
+# path each call took, and the rest):
+#   1. layer_check at 2, 3 and 4 ranks: no wrong byte, the calls ringtree
+#      serves ran on ringtree, the others on MPI for the reason expected
+#   2. an error under MPI_ERRORS_ARE_FATAL ends the job with ringtree's message
+#   3. RINGTREE_MPI=0: every call is MPI's, still right
+#   4. an MPI program built without ringtree (examples/mpi_collectives.c)
+#      prints the same with the layer preloaded as without it
+#   5. across emulated hosts (mpi/hosts.sh, 2x2): below
+#      RINGTREE_MPI_CROSS_BYTES MPI's, above it ringtree's; skipped where
+#      hosts.sh cannot make namespaces
+# usage: mpi_layer.sh LAYER_CHECK MPI_COLLECTIVES LIBRINGTREE_MPI.so HOSTS_SH
+set -u
+check=$1 plain=$2 lib=$3 hosts=$4
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() { local np=$1; shift; timeout 240 mpirun --oversubscribe -np "$np" "$@"; }
+has() { grep -qF -- "$2" "$1" || fail "no line with '$2' in the log of $3 (first lines: $(head -5 "$1"))"; }
+
+for np in 2 3 4; do
+  RINGTREE_MPI_LOG=1 run $np "$check" >"$tmp/out" 2>"$tmp/log" || fail "layer_check np=$np: $(cat "$tmp/out"; grep -v '^ringtree-mpi:' "$tmp/log" | head -30)"
+  cat "$tmp/out"
+  grep -q "cases, 0 wrong" "$tmp/out" || fail "layer_check np=$np did not report 0 wrong"
+  for line in "of $np: MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): ringtree" \
+              "of $np: MPI_Allreduce(1000 x MPI_UNSIGNED_LONG, MPI_PROD): ringtree" \
+              "of $np: MPI_Iallreduce(40000 x MPI_DOUBLE, MPI_MAX): ringtree" \
+              "of $np: MPI_Reduce(1000 x MPI_SHORT, MPI_MIN, root $((1000 % np))): ringtree" \
+              "of $np: MPI_Reduce_scatter_block(1000 x MPI_UINT8_T, MPI_SUM): ringtree" \
+              "of $np: MPI_Bcast(70000 x a derived datatype, root $(((70000 + 1) % np))): ringtree" \
+              "of $np: MPI_Bcast(70000 x MPI_DOUBLE_INT, root $(((70000 + 1) % np))): ringtree" \
+              "of $np: MPI_Allgather(1000 x MPI_INT from each rank): ringtree" \
+              "of $np: MPI_Alltoall(1000 x MPI_DOUBLE to and from each rank): ringtree" \
+              "of $np: MPI_Barrier(): ringtree" \
+              "of $np: MPI_Allreduce(777 x MPI_INT, a user op): MPI (an op ringtree does not have)" \
+              "of $np: MPI_Iallreduce(777 x MPI_INT, a user op): MPI (an op ringtree does not have)" \
+              "of $np: MPI_Allreduce(100 x MPI_2INT, MPI_MAXLOC): MPI (a datatype ringtree does not reduce)" \
+              "of $np: MPI_Allreduce(100 x MPI_INT, MPI_LAND): MPI (an op ringtree does not have)" \
+              "of $np: MPI_Allreduce(50 x MPI_LONG_DOUBLE, MPI_SUM): MPI (a datatype ringtree does not reduce)" \
+              "of 1: MPI_Allreduce(1 x MPI_INT, MPI_SUM): MPI (one rank)" \
+              "MPI_Allreduce(33 x MPI_INT, MPI_SUM): MPI (an intercommunicator)"; do
+    has "$tmp/log" "$line" "layer_check np=$np"
+  done
+  # no other reason sent a call to MPI
+  others=$(grep -o '): MPI (.*)$' "$tmp/log" | sort -u | grep -v -e 'an op ringtree does not have' -e 'a datatype ringtree does not reduce' \
+           -e 'one rank' -e 'an intercommunicator')
+  [ -z "$others" ] || fail "layer_check np=$np: calls went to MPI for other reasons: $others"
+done
+
+out=$(RINGTREE_MPI_LOG=0 run 2 "$check" --fatal 2>&1); rc=$?
+[ $rc -ne 0 ] || fail "an error under MPI_ERRORS_ARE_FATAL exited 0: $out"
+grep -q "ringtree (libringtree-mpi) in MPI_Allreduce: .*count" <<<"$out" || fail "the fatal error does not print ringtree's message: $out"
+echo "MPI_ERRORS_ARE_FATAL: exit $rc with ringtree's message"
+
+RINGTREE_MPI=0 RINGTREE_MPI_LOG=1 run 2 "$check" >"$tmp/out" 2>"$tmp/log" || fail "RINGTREE_MPI=0: $(cat "$tmp/out")"
+grep -q "cases, 0 wrong" "$tmp/out" || fail "RINGTREE_MPI=0: not all right"
+! grep -q '): ringtree$' "$tmp/log" || fail "RINGTREE_MPI=0 still ran calls on ringtree"
+has "$tmp/log" "MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): MPI (RINGTREE_MPI=0)" "RINGTREE_MPI=0"
+echo "RINGTREE_MPI=0: every call on MPI, all right"
+
+run 4 "$plain" >"$tmp/plain" 2>&1 || fail "mpi_collectives without the layer: $(cat "$tmp/plain")"
+RINGTREE_MPI_LOG=1 run 4 -x LD_PRELOAD="$lib" "$plain" >"$tmp/layer" 2>"$tmp/log" || fail "mpi_collectives with the layer: $(cat "$tmp/layer" "$tmp/log")"
+[ "$(grep -c . "$tmp/plain")" -ge 24 ] || fail "mpi_collectives printed too little: $(cat "$tmp/plain")"
+diff "$tmp/plain" "$tmp/layer" || fail "mpi_collectives prints something else through the layer"
+has "$tmp/log" "of 4: MPI_Allreduce(1048576 x MPI_DOUBLE, MPI_SUM): ringtree" "mpi_collectives"
+has "$tmp/log" "of 2: MPI_Iallreduce(1048576 x MPI_DOUBLE, MPI_MIN): ringtree" "mpi_collectives"
+echo "mpi_collectives: the same $(wc -l <"$tmp/plain") lines with and without the layer"
+
+RINGTREE_MPI_LOG=1 bash "$hosts" -l 2x2 "$check" --hosts >"$tmp/out" 2>"$tmp/log"; rc=$?
+if [ $rc -eq 77 ]; then
+  echo "across hosts: skipped ($(tail -1 "$tmp/out" "$tmp/log" | tr '\n' ' '))"
+else
+  [ $rc -eq 0 ] || fail "across hosts: exit $rc: $(cat "$tmp/out"; grep -v '^ringtree-mpi:' "$tmp/log" | tail -20)"
+  grep -q "cases, 0 wrong" "$tmp/out" || fail "across hosts: not all right"
+  has "$tmp/log" "MPI_Allreduce(1000 x MPI_FLOAT, MPI_SUM): MPI (across hosts below RINGTREE_MPI_CROSS_BYTES)" "across hosts"
+  has "$tmp/log" "MPI_Allreduce(1048576 x MPI_FLOAT, MPI_SUM): ringtree" "across hosts"
+  has "$tmp/log" "MPI_Bcast(4194304 x MPI_BYTE, root 0): ringtree" "across hosts"
+  echo "across hosts (2x2): small calls on MPI, large ones on ringtree, all right"
+fi
+echo "libringtree-mpi: ok"

@@ -1,0 +1,445 @@
+// libringtree-mpi against MPI itself: every call through the layer (MPI_*)
+// is compared byte for byte with MPI's own (PMPI_*) on the same input, for
+// every datatype x op x count the layer serves (counts 0, 1, fewer than the
+// ranks, not divisible, large), in place and not, on split, duplicated and
+// freed communicators, for the data-moving calls with derived and mixed
+// datatypes, and on the paths that go to MPI (user ops, MAXLOC, long
+// double, intercommunicators, one rank). Errors: a ringtree error comes back
+// as an MPI error code whose string names it (MPI_ERRORS_RETURN), or ends
+// the job with its message (--fatal). Linked before MPI, so MPI_* is the
+// layer's; mpi_layer.sh checks the paths each call took in the log.
+//
+//   mpirun -np 4 layer_check [--fatal] [--hosts]
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int rank = 0, size = 1;
+long cases = 0, wrong = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++cases;
+  if (!ok && wrong++ < 20) std::fprintf(stderr, "rank %d: WRONG: %s\n", rank, what.c_str());
+}
+void same_bytes(const void* got, const void* want, std::size_t n, const std::string& what) {
+  const auto* g = static_cast<const unsigned char*>(got);
+  const auto* w = static_cast<const unsigned char*>(want);
+  std::size_t i = 0;
+  while (i < n && g[i] == w[i]) ++i;
+  expect(i == n, what + (i < n ? " differs from PMPI's at byte " + std::to_string(i) + " of " + std::to_string(n) : ""));
+}
+void check(int rc, const std::string& what) { expect(rc == MPI_SUCCESS, what + " returned " + std::to_string(rc)); }
+
+// ---- reductions: each type the layer reduces, with values whose results are exact ----
+
+struct type_case {
+  MPI_Datatype t;
+  const char* name;
+  std::size_t size;
+  bool floating, is_signed;
+};
+const type_case reduced[] = {
+    {MPI_FLOAT, "MPI_FLOAT", 4, true, true},         {MPI_DOUBLE, "MPI_DOUBLE", 8, true, true},
+    {MPI_SIGNED_CHAR, "MPI_SIGNED_CHAR", 1, false, true}, {MPI_INT8_T, "MPI_INT8_T", 1, false, true},
+    {MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR", 1, false, false}, {MPI_UINT8_T, "MPI_UINT8_T", 1, false, false},
+    {MPI_SHORT, "MPI_SHORT", 2, false, true},        {MPI_UINT16_T, "MPI_UINT16_T", 2, false, false},
+    {MPI_INT, "MPI_INT", 4, false, true},            {MPI_UNSIGNED, "MPI_UNSIGNED", 4, false, false},
+    {MPI_LONG, "MPI_LONG", sizeof(long), false, true}, {MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", sizeof(long), false, false},
+    {MPI_LONG_LONG, "MPI_LONG_LONG", 8, false, true}, {MPI_UINT64_T, "MPI_UINT64_T", 8, false, false},
+};
+struct op_case {
+  MPI_Op o;
+  const char* name;
+};
+const op_case ops[] = {{MPI_SUM, "MPI_SUM"}, {MPI_PROD, "MPI_PROD"}, {MPI_MIN, "MPI_MIN"}, {MPI_MAX, "MPI_MAX"}};
+
+// Element i of this rank's input: small for sums and products (exact in
+// every type at 4 ranks), spread over the type's range for min and max.
+double value(const op_case& o, const type_case& t, std::size_t i, int r) {
+  const std::uint64_t h = (i + 1) * 2654435761u + static_cast<std::uint64_t>(r) * 40503u;
+  if (o.o == MPI_SUM) return static_cast<double>(h % 7) - (t.is_signed ? 3 : 0);
+  if (o.o == MPI_PROD) return t.is_signed && h % 5 == 0 ? -1 : static_cast<double>(1 + h % 2);
+  if (t.floating) return static_cast<double>(static_cast<std::int64_t>(h % 20001) - 10000) * 0.25;
+  const double span = t.size == 1 ? 255 : t.size == 2 ? 65535 : 4e9;
+  return t.is_signed ? std::fmod(static_cast<double>(h), span) - span / 2 : std::fmod(static_cast<double>(h), span);
+}
+void put(void* p, const type_case& t, double v) {
+  if (t.floating) {
+    if (t.size == 4) *static_cast<float*>(p) = static_cast<float>(v);
+    else *static_cast<double*>(p) = v;
+    return;
+  }
+  const auto s = static_cast<std::int64_t>(v);
+  std::memcpy(p, &s, t.size);  // little-endian: the low bytes, two's complement
+}
+std::vector<unsigned char> input(const op_case& o, const type_case& t, std::size_t n, int r) {
+  std::vector<unsigned char> b(n * t.size + 1);
+  for (std::size_t i = 0; i < n; ++i) put(b.data() + i * t.size, t, value(o, t, i, r));
+  return b;
+}
+
+void reductions(MPI_Comm comm, const char* where) {
+  int n = 0, me = 0;
+  MPI_Comm_size(comm, &n);
+  MPI_Comm_rank(comm, &me);
+  const int counts[] = {0, 1, n - 1, 3 * n + 1, 1000, 40000};
+  for (const auto& t : reduced)
+    for (const auto& o : ops)
+      for (int count : counts) {
+        const std::size_t bytes = static_cast<std::size_t>(count) * t.size;
+        const std::string what = std::string(where) + " " + t.name + " " + o.name + " count " + std::to_string(count);
+        const auto in = input(o, t, static_cast<std::size_t>(count), me);
+        std::vector<unsigned char> want(bytes + 1, 0xA5), got(bytes + 1, 0xA5);
+        PMPI_Allreduce(in.data(), want.data(), count, t.t, o.o, comm);
+        check(MPI_Allreduce(in.data(), got.data(), count, t.t, o.o, comm), "MPI_Allreduce " + what);
+        same_bytes(got.data(), want.data(), bytes + 1, "MPI_Allreduce " + what);
+        got = in;
+        check(MPI_Allreduce(MPI_IN_PLACE, got.data(), count, t.t, o.o, comm), "MPI_Allreduce in place " + what);
+        same_bytes(got.data(), want.data(), bytes, "MPI_Allreduce in place " + what);
+
+        // Iallreduce, completed by each of the Wait and Test forms in turn
+        std::fill(got.begin(), got.end(), 0xA5);
+        MPI_Request req;
+        check(MPI_Iallreduce(in.data(), got.data(), count, t.t, o.o, comm, &req), "MPI_Iallreduce " + what);
+        int flag = 0, index = -1;
+        switch ((count + static_cast<int>(o.o == MPI_SUM)) % 4) {
+          case 0: check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait"); break;
+          case 1: {
+            int rc = MPI_SUCCESS;
+            while (rc == MPI_SUCCESS && !flag) rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+            check(rc, "MPI_Test");
+            break;
+          }
+          case 2: check(MPI_Waitall(1, &req, MPI_STATUSES_IGNORE), "MPI_Waitall"); break;
+          default: check(MPI_Waitany(1, &req, &index, MPI_STATUS_IGNORE), "MPI_Waitany"); expect(index == 0, "MPI_Waitany's index");
+        }
+        expect(req == MPI_REQUEST_NULL, "the request is MPI_REQUEST_NULL after it completed: " + what);
+        same_bytes(got.data(), want.data(), bytes + 1, "MPI_Iallreduce " + what);
+
+        const int root = count % n;
+        std::fill(want.begin(), want.end(), 0xA5);
+        std::fill(got.begin(), got.end(), 0xA5);
+        PMPI_Reduce(in.data(), want.data(), count, t.t, o.o, root, comm);
+        check(MPI_Reduce(in.data(), got.data(), count, t.t, o.o, root, comm), "MPI_Reduce " + what);
+        if (me == root) same_bytes(got.data(), want.data(), bytes + 1, "MPI_Reduce " + what);
+        else same_bytes(got.data(), std::vector<unsigned char>(bytes + 1, 0xA5).data(), bytes + 1, "MPI_Reduce leaves a non-root's recvbuf " + what);
+        got = in;
+        check(MPI_Reduce(me == root ? MPI_IN_PLACE : in.data(), got.data(), count, t.t, o.o, root, comm), "MPI_Reduce in place " + what);
+        if (me == root) same_bytes(got.data(), want.data(), bytes, "MPI_Reduce in place " + what);
+
+        if (count > 1000) continue;  // reduce-scatter's input is n times as long
+        const auto all = input(o, t, static_cast<std::size_t>(count) * n, me);
+        std::fill(want.begin(), want.end(), 0xA5);
+        std::fill(got.begin(), got.end(), 0xA5);
+        PMPI_Reduce_scatter_block(all.data(), want.data(), count, t.t, o.o, comm);
+        check(MPI_Reduce_scatter_block(all.data(), got.data(), count, t.t, o.o, comm), "MPI_Reduce_scatter_block " + what);
+        same_bytes(got.data(), want.data(), bytes + 1, "MPI_Reduce_scatter_block " + what);
+        auto inplace = all;
+        check(MPI_Reduce_scatter_block(MPI_IN_PLACE, inplace.data(), count, t.t, o.o, comm), "MPI_Reduce_scatter_block in place " + what);
+        same_bytes(inplace.data(), want.data(), bytes, "MPI_Reduce_scatter_block in place " + what);
+      }
+  // Large enough for the pipelined algorithms (and several size bins).
+  for (const auto& t : {reduced[0], reduced[1], reduced[8]}) {
+    const int count = (1 << 22) / static_cast<int>(t.size) + 3;
+    const auto in = input(ops[0], t, static_cast<std::size_t>(count), me);
+    std::vector<unsigned char> want(in.size()), got(in.size());
+    PMPI_Allreduce(in.data(), want.data(), count, t.t, MPI_SUM, comm);
+    check(MPI_Allreduce(in.data(), got.data(), count, t.t, MPI_SUM, comm), "large MPI_Allreduce");
+    same_bytes(got.data(), want.data(), count * t.size, std::string(where) + " MPI_Allreduce of 4 MiB + 3 elements of " + t.name);
+  }
+}
+
+// ---- data-moving calls: any datatype, each rank its own ----
+
+struct layout_case {
+  MPI_Datatype t;
+  const char* name;
+};
+// Predefined without gaps, predefined with a gap (MPI_DOUBLE_INT: 12 bytes
+// in 16), and derived: 2 ints of every 3, 4 ints in a row.
+std::vector<layout_case> layouts() {
+  MPI_Datatype vec, four;
+  MPI_Type_vector(3, 2, 3, MPI_INT, &vec);
+  MPI_Type_commit(&vec);
+  MPI_Type_contiguous(4, MPI_INT, &four);
+  MPI_Type_commit(&four);
+  return {{MPI_BYTE, "MPI_BYTE"}, {MPI_INT, "MPI_INT"}, {MPI_DOUBLE, "MPI_DOUBLE"}, {MPI_DOUBLE_INT, "MPI_DOUBLE_INT"},
+          {vec, "vector(3, 2, 3, MPI_INT)"}, {four, "contiguous(4, MPI_INT)"}};
+}
+MPI_Aint extent_of(MPI_Datatype t) {
+  MPI_Aint lb, ext;
+  MPI_Type_get_extent(t, &lb, &ext);
+  return ext;
+}
+std::vector<unsigned char> pattern(std::size_t n, int r, unsigned char seed) {
+  std::vector<unsigned char> b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>(i * 131 + static_cast<std::size_t>(r) * 29 + seed);
+  return b;
+}
+
+void movement(MPI_Comm comm, const char* where) {
+  int n = 0, me = 0;
+  MPI_Comm_size(comm, &n);
+  MPI_Comm_rank(comm, &me);
+  const auto ls = layouts();
+  for (const auto& l : ls) {
+    const auto ext = static_cast<std::size_t>(extent_of(l.t));
+    for (int count : {0, 1, n - 1, 3 * n + 1, 1000, 70000}) {
+      const std::string what = std::string(where) + " " + l.name + " count " + std::to_string(count);
+      const int root = (count + 1) % n;
+      const std::size_t span = static_cast<std::size_t>(count) * ext;
+      auto want = me == root ? pattern(span, me, 1) : std::vector<unsigned char>(span, 0x5A), got = want;
+      PMPI_Bcast(want.data(), count, l.t, root, comm);
+      check(MPI_Bcast(got.data(), count, l.t, root, comm), "MPI_Bcast " + what);
+      same_bytes(got.data(), want.data(), span, "MPI_Bcast " + what);
+      if (count > 1000) continue;
+
+      // allgather: out of place and in place
+      const std::size_t all = span * static_cast<std::size_t>(n);
+      const auto mine = pattern(span, me, 2);
+      std::vector<unsigned char> w(all, 0x5A), g(all, 0x5A);
+      PMPI_Allgather(mine.data(), count, l.t, w.data(), count, l.t, comm);
+      check(MPI_Allgather(mine.data(), count, l.t, g.data(), count, l.t, comm), "MPI_Allgather " + what);
+      same_bytes(g.data(), w.data(), all, "MPI_Allgather " + what);
+      // in place: this rank's block (gaps too) stays as it was
+      std::fill(g.begin(), g.end(), 0x5A);
+      std::copy(mine.begin(), mine.end(), g.begin() + static_cast<long>(span) * me);
+      w = g;
+      PMPI_Allgather(mine.data(), count, l.t, w.data(), count, l.t, comm);
+      check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.data(), count, l.t, comm), "MPI_Allgather in place " + what);
+      same_bytes(g.data(), w.data(), all, "MPI_Allgather in place " + what);
+
+      // alltoall: out of place and in place
+      const auto blocks = pattern(all, me, 3);
+      std::fill(w.begin(), w.end(), 0x5A);
+      std::fill(g.begin(), g.end(), 0x5A);
+      PMPI_Alltoall(blocks.data(), count, l.t, w.data(), count, l.t, comm);
+      check(MPI_Alltoall(blocks.data(), count, l.t, g.data(), count, l.t, comm), "MPI_Alltoall " + what);
+      same_bytes(g.data(), w.data(), all, "MPI_Alltoall " + what);
+      // in place: recvbuf's gaps keep what was there
+      g = blocks;
+      w = blocks;
+      PMPI_Alltoall(blocks.data(), count, l.t, w.data(), count, l.t, comm);
+      check(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.data(), count, l.t, comm), "MPI_Alltoall in place " + what);
+      same_bytes(g.data(), w.data(), all, "MPI_Alltoall in place " + what);
+    }
+  }
+  // Ranks passing different datatypes of one signature: the root 4-int
+  // blocks, the others ints (and the other way round).
+  for (int count : {1, 5, 4097}) {
+    const int root = count % n;
+    const bool blocks = me == root;
+    const std::size_t span = static_cast<std::size_t>(count) * 16;
+    auto want = me == root ? pattern(span, me, 4) : std::vector<unsigned char>(span, 0x5A), got = want;
+    PMPI_Bcast(want.data(), blocks ? count : 4 * count, blocks ? ls[5].t : MPI_INT, root, comm);
+    check(MPI_Bcast(got.data(), blocks ? count : 4 * count, blocks ? ls[5].t : MPI_INT, root, comm), "MPI_Bcast, mixed datatypes");
+    same_bytes(got.data(), want.data(), span, std::string(where) + " MPI_Bcast, 4-int blocks at the root and ints elsewhere, count " + std::to_string(count));
+    const auto mine = pattern(span, me, 5);
+    std::vector<unsigned char> w(span * n, 0x5A), g(span * n, 0x5A);
+    const bool odd = me % 2;
+    PMPI_Allgather(mine.data(), odd ? count : 4 * count, odd ? ls[5].t : MPI_INT, w.data(), odd ? 4 * count : count, odd ? MPI_INT : ls[5].t, comm);
+    check(MPI_Allgather(mine.data(), odd ? count : 4 * count, odd ? ls[5].t : MPI_INT, g.data(), odd ? 4 * count : count, odd ? MPI_INT : ls[5].t, comm), "mixed MPI_Allgather");
+    same_bytes(g.data(), w.data(), w.size(), std::string(where) + " MPI_Allgather, mixed datatypes");
+  }
+  for (std::size_t i = 4; i < ls.size(); ++i) {
+    MPI_Datatype t = ls[i].t;
+    MPI_Type_free(&t);
+  }
+}
+
+// ---- paths that go to MPI: right results there too ----
+
+void user_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  for (int i = 0; i < *len; ++i) static_cast<int*>(inout)[i] += static_cast<int*>(in)[i];
+}
+
+void fallbacks(MPI_Comm comm) {
+  int me = 0, n = 0;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  std::vector<int> in(777), got(777), want(777);
+  for (int i = 0; i < 777; ++i) in[i] = i * (me + 1) - 300;
+  MPI_Op mine;
+  MPI_Op_create(user_sum, 1, &mine);
+  PMPI_Allreduce(in.data(), want.data(), 777, MPI_INT, MPI_SUM, comm);
+  check(MPI_Allreduce(in.data(), got.data(), 777, MPI_INT, mine, comm), "a user op");
+  same_bytes(got.data(), want.data(), 777 * sizeof(int), "MPI_Allreduce with a user op");
+  MPI_Request req;
+  check(MPI_Iallreduce(in.data(), got.data(), 777, MPI_INT, mine, comm, &req), "MPI_Iallreduce with a user op");
+  check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait on MPI's request");
+  same_bytes(got.data(), want.data(), 777 * sizeof(int), "MPI_Iallreduce with a user op");
+  MPI_Op_free(&mine);
+
+  struct pair { int v, at; };
+  std::vector<pair> p(100), pw(100), pg(100);
+  for (int i = 0; i < 100; ++i) p[i] = {(i * 7 + me * 13) % 50, me};
+  PMPI_Allreduce(p.data(), pw.data(), 100, MPI_2INT, MPI_MAXLOC, comm);
+  check(MPI_Allreduce(p.data(), pg.data(), 100, MPI_2INT, MPI_MAXLOC, comm), "MPI_MAXLOC");
+  same_bytes(pg.data(), pw.data(), sizeof(pair) * 100, "MPI_Allreduce with MPI_MAXLOC");
+
+  std::vector<int> lw(100), lg(100), li(100);
+  for (int i = 0; i < 100; ++i) li[i] = (i + me) % 3 != 0;
+  PMPI_Allreduce(li.data(), lw.data(), 100, MPI_INT, MPI_LAND, comm);
+  check(MPI_Allreduce(li.data(), lg.data(), 100, MPI_INT, MPI_LAND, comm), "MPI_LAND");
+  same_bytes(lg.data(), lw.data(), sizeof(int) * 100, "MPI_Allreduce with MPI_LAND");
+
+  std::vector<long double> ld(50, static_cast<long double>(me) + 0.5L), ldw(50), ldg(50);
+  PMPI_Allreduce(ld.data(), ldw.data(), 50, MPI_LONG_DOUBLE, MPI_SUM, comm);
+  check(MPI_Allreduce(ld.data(), ldg.data(), 50, MPI_LONG_DOUBLE, MPI_SUM, comm), "MPI_LONG_DOUBLE");
+  expect(ldg == ldw, "MPI_Allreduce of MPI_LONG_DOUBLE");
+
+  // one rank
+  int one = me + 1, back = 0;
+  check(MPI_Allreduce(&one, &back, 1, MPI_INT, MPI_SUM, MPI_COMM_SELF), "MPI_COMM_SELF");
+  expect(back == me + 1, "MPI_Allreduce on MPI_COMM_SELF");
+
+  // an intercommunicator: the lower half and the upper half
+  if (n >= 2) {
+    MPI_Comm half, inter;
+    const int upper = me >= n / 2;
+    MPI_Comm_split(comm, upper, me, &half);
+    MPI_Intercomm_create(half, 0, comm, upper ? 0 : n / 2, 99, &inter);
+    std::vector<int> x(33, me + 1), iw(33), ig(33);
+    PMPI_Allreduce(x.data(), iw.data(), 33, MPI_INT, MPI_SUM, inter);
+    check(MPI_Allreduce(x.data(), ig.data(), 33, MPI_INT, MPI_SUM, inter), "an intercommunicator");
+    same_bytes(ig.data(), iw.data(), sizeof(int) * 33, "MPI_Allreduce on an intercommunicator");
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+  }
+}
+
+// ---- communicators: split, duplicated, freed, many ----
+
+std::size_t entries(const char* dir) {
+  std::size_t k = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++k;
+  return k;
+}
+
+void communicators() {
+  MPI_Comm parts;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &parts);  // reversed order within each part
+  reductions(parts, "split (even/odd, reversed)");
+  MPI_Comm_free(&parts);
+
+  // A freed communicator's ringtree communicator goes with it: the next
+  // one (often with the same handle) gets a new one, and nothing is left.
+  const std::size_t fds = entries("/proc/self/fd");
+  for (int round = 0; round < 40; ++round) {
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    std::vector<double> in(5000, rank + round), got(5000), want(5000);
+    PMPI_Allreduce(in.data(), want.data(), 5000, MPI_DOUBLE, MPI_SUM, dup);
+    check(MPI_Allreduce(in.data(), got.data(), 5000, MPI_DOUBLE, MPI_SUM, dup), "a new communicator");
+    same_bytes(got.data(), want.data(), 5000 * sizeof(double), "MPI_Allreduce on duplicate " + std::to_string(round));
+    MPI_Comm_free(&dup);
+  }
+  expect(entries("/proc/self/fd") == fds, "40 communicators made and freed leave no file open: " + std::to_string(entries("/proc/self/fd")) +
+                                              " now, " + std::to_string(fds) + " before");
+}
+
+// ---- errors ----
+
+void errors_return() {
+  // Checked mode (read when a communicator's ringtree side is made) finds
+  // counts that differ; the error comes back as MPI's.
+  setenv("RINGTREE_CHECK", "1", 1);
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  std::vector<float> in(64, 1.0f), out(64);
+  const int rc = MPI_Allreduce(in.data(), out.data(), 10 + rank, MPI_FLOAT, MPI_SUM, c);
+  expect(rc != MPI_SUCCESS, "counts that differ across ranks give an error code");
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  const std::string s(text, static_cast<std::size_t>(len));
+  expect(s.find("MPI_Allreduce") != std::string::npos && s.find("ringtree") != std::string::npos && s.find("count") != std::string::npos,
+         "MPI_Error_string names the call, ringtree and the counts: '" + s + "'");
+  int cls = 0;
+  MPI_Error_class(rc, &cls);
+  expect(cls > MPI_ERR_LASTCODE, "the error's class is the layer's own (" + std::to_string(cls) + ")");
+  // and the communicator still works
+  check(MPI_Allreduce(in.data(), out.data(), 64, MPI_FLOAT, MPI_SUM, c), "an allreduce after the error");
+  expect(out[63] == static_cast<float>(size), "the allreduce after the error is right");
+  MPI_Comm_free(&c);
+  unsetenv("RINGTREE_CHECK");
+}
+
+[[noreturn]] void fatal() {
+  setenv("RINGTREE_CHECK", "1", 1);
+  std::vector<float> in(64, 1.0f), out(64);
+  MPI_Allreduce(in.data(), out.data(), 10 + rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  std::printf("rank %d: MPI_ERRORS_ARE_FATAL returned\n", rank);
+  std::exit(0);  // the script fails on this exit code
+}
+
+void barrier() {
+  // Nobody leaves before the last one comes.
+  const auto t0 = std::chrono::steady_clock::now();
+  if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect(waited >= 0.19, "MPI_Barrier waited for the late rank (" + std::to_string(waited) + " s)");
+}
+
+// ---- across hosts: below RINGTREE_MPI_CROSS_BYTES MPI's, above ringtree's ----
+
+void hosts() {
+  for (int count : {1000, 1 << 20}) {
+    std::vector<float> in(static_cast<std::size_t>(count)), got(in.size()), want(in.size());
+    for (int i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank) % 100);
+    PMPI_Allreduce(in.data(), want.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    check(MPI_Allreduce(in.data(), got.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "across hosts");
+    same_bytes(got.data(), want.data(), in.size() * 4, "MPI_Allreduce across hosts, count " + std::to_string(count));
+    std::vector<unsigned char> b = rank == 0 ? pattern(in.size() * 4, 0, 9) : std::vector<unsigned char>(in.size() * 4, 0), wb = b;
+    PMPI_Bcast(wb.data(), count * 4, MPI_BYTE, 0, MPI_COMM_WORLD);
+    check(MPI_Bcast(b.data(), count * 4, MPI_BYTE, 0, MPI_COMM_WORLD), "across hosts");
+    same_bytes(b.data(), wb.data(), b.size(), "MPI_Bcast across hosts, bytes " + std::to_string(b.size()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "--hosts") setenv("RINGTREE_MPI_CROSS_BYTES", "1000000", 1);  // read at the first call
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (mode == "--fatal") fatal();
+  const std::size_t shm = entries("/dev/shm");
+  if (mode == "--hosts") {
+    hosts();
+  } else {
+    reductions(MPI_COMM_WORLD, "world");
+    movement(MPI_COMM_WORLD, "world");
+    fallbacks(MPI_COMM_WORLD);
+    communicators();
+    // (with the layer off, MPI itself would get counts that differ)
+    if (const char* off = std::getenv("RINGTREE_MPI"); !off || std::string(off) != "0") errors_return();
+    barrier();
+  }
+  long all[2] = {cases, wrong}, sum[2] = {};
+  PMPI_Allreduce(all, sum, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  // after MPI_Finalize the layer's shared memory is gone too
+  if (rank == 0) {
+    const std::size_t left = entries("/dev/shm");
+    if (left > shm) std::printf("WRONG: %zu entries in /dev/shm after MPI_Finalize, %zu before\n", left, shm), ++sum[1];
+    std::printf("layer_check on %d ranks: %ld cases, %ld wrong\n", size, sum[0], sum[1]);
+  }
+  return sum[1] == 0 ? 0 : 1;
+}
