@@ -5,7 +5,8 @@
 #   1. layer_check at 2, 3 and 4 ranks: no wrong byte, the calls ringtree
 #      serves ran on ringtree, the others on MPI for the reason expected
 #   2. an error under MPI_ERRORS_ARE_FATAL ends the job with ringtree's message
-#   3. RINGTREE_MPI=0: every call is MPI's, still right
+#   3. RINGTREE_MPI=0 and programs in MPI_THREAD_MULTIPLE: every call is
+#      MPI's, still right; RINGTREE_MPI=yes ends the job, naming it
 #   4. an MPI program built without ringtree (examples/mpi_collectives.c)
 #      prints the same with the layer preloaded as without it
 #   5. across emulated hosts (mpi/hosts.sh, 2x2): below
@@ -53,6 +54,16 @@ out=$(RINGTREE_MPI_LOG=0 run 2 "$check" --fatal 2>&1); rc=$?
 [ $rc -ne 0 ] || fail "an error under MPI_ERRORS_ARE_FATAL exited 0: $out"
 grep -q "ringtree (libringtree-mpi) in MPI_Allreduce: .*count" <<<"$out" || fail "the fatal error does not print ringtree's message: $out"
 echo "MPI_ERRORS_ARE_FATAL: exit $rc with ringtree's message"
+
+out=$(RINGTREE_MPI=yes run 2 "$check" 2>&1); rc=$?
+[ $rc -ne 0 ] || fail "RINGTREE_MPI=yes exited 0"
+grep -q "ringtree-mpi: RINGTREE_MPI=yes: expected 0 or 1" <<<"$out" || fail "no message for RINGTREE_MPI=yes: $out"
+
+RINGTREE_MPI_LOG=1 run 2 "$check" --multiple >"$tmp/out" 2>"$tmp/log" || fail "MPI_THREAD_MULTIPLE: $(cat "$tmp/out")"
+grep -q "cases, 0 wrong" "$tmp/out" || fail "MPI_THREAD_MULTIPLE: not all right"
+! grep -q '): ringtree$' "$tmp/log" || fail "a program in MPI_THREAD_MULTIPLE had calls served by ringtree"
+has "$tmp/log" "MPI_Allreduce(1048576 x MPI_FLOAT, MPI_SUM): MPI (MPI_THREAD_MULTIPLE)" "--multiple"
+echo "MPI_THREAD_MULTIPLE: every call on MPI, all right; a bad RINGTREE_MPI ends the job, naming it"
 
 RINGTREE_MPI=0 RINGTREE_MPI_LOG=1 run 2 "$check" >"$tmp/out" 2>"$tmp/log" || fail "RINGTREE_MPI=0: $(cat "$tmp/out")"
 grep -q "cases, 0 wrong" "$tmp/out" || fail "RINGTREE_MPI=0: not all right"

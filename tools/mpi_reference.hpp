@@ -35,9 +35,28 @@ inline MPI_Op mpi_op(op o) {
   }
 }
 
+// The MPI calls a reference makes: MPI's names (which a PMPI layer such as
+// libringtree-mpi may serve) or its profiling names (the MPI library's own,
+// whatever is preloaded).
+struct mpi_calls {
+  decltype(&PMPI_Allreduce) allreduce;
+  decltype(&PMPI_Bcast) bcast;
+  decltype(&PMPI_Reduce) reduce;
+  decltype(&PMPI_Scatter) scatter;
+  decltype(&PMPI_Gather) gather;
+  decltype(&PMPI_Reduce_scatter_block) reduce_scatter_block;
+  decltype(&PMPI_Allgather) allgather;
+  decltype(&PMPI_Barrier) barrier;
+  decltype(&PMPI_Alltoall) alltoall;
+};
+inline const mpi_calls standard_calls{MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Scatter, MPI_Gather,
+                                      MPI_Reduce_scatter_block, MPI_Allgather, MPI_Barrier, MPI_Alltoall};
+inline const mpi_calls profiling_calls{PMPI_Allreduce, PMPI_Bcast, PMPI_Reduce, PMPI_Scatter, PMPI_Gather,
+                                       PMPI_Reduce_scatter_block, PMPI_Allgather, PMPI_Barrier, PMPI_Alltoall};
+
 class mpi_reference {
  public:
-  explicit mpi_reference(MPI_Comm comm) : comm_(comm) {
+  explicit mpi_reference(MPI_Comm comm, const mpi_calls& calls = standard_calls) : comm_(comm), mpi_(calls) {
     MPI_Comm_rank(comm, &rank_);
     MPI_Comm_size(comm, &size_);
   }
@@ -45,33 +64,33 @@ class mpi_reference {
   int size() const { return size_; }
 
   template <class E> void allreduce(std::span<const E> in, std::span<E> out, op o, algorithm) {
-    MPI_Allreduce(in.data(), out.data(), count(in.size()), mpi_datatype<E>(), mpi_op(o), comm_);
+    mpi_.allreduce(in.data(), out.data(), count(in.size()), mpi_datatype<E>(), mpi_op(o), comm_);
     if (o == op::avg) finish_avg(out, size_);
   }
   template <class E> void broadcast(std::span<E> data, int root, algorithm) {
-    MPI_Bcast(data.data(), count(data.size()), mpi_datatype<E>(), root, comm_);
+    mpi_.bcast(data.data(), count(data.size()), mpi_datatype<E>(), root, comm_);
   }
   template <class E> void reduce(std::span<const E> in, std::span<E> out, int root, op o, algorithm) {
-    MPI_Reduce(in.data(), out.data(), count(in.size()), mpi_datatype<E>(), mpi_op(o), root, comm_);
+    mpi_.reduce(in.data(), out.data(), count(in.size()), mpi_datatype<E>(), mpi_op(o), root, comm_);
     if (o == op::avg && rank_ == root) finish_avg(out, size_);
   }
   template <class E> void scatter(std::span<const E> in, std::span<E> out, int root, algorithm) {
-    MPI_Scatter(in.data(), count(out.size()), mpi_datatype<E>(), out.data(), count(out.size()), mpi_datatype<E>(), root, comm_);
+    mpi_.scatter(in.data(), count(out.size()), mpi_datatype<E>(), out.data(), count(out.size()), mpi_datatype<E>(), root, comm_);
   }
   template <class E> void gather(std::span<const E> in, std::span<E> out, int root, algorithm) {
-    MPI_Gather(in.data(), count(in.size()), mpi_datatype<E>(), out.data(), count(in.size()), mpi_datatype<E>(), root, comm_);
+    mpi_.gather(in.data(), count(in.size()), mpi_datatype<E>(), out.data(), count(in.size()), mpi_datatype<E>(), root, comm_);
   }
   template <class E> void reduce_scatter(std::span<const E> in, std::span<E> out, op o, algorithm) {
-    MPI_Reduce_scatter_block(in.data(), out.data(), count(out.size()), mpi_datatype<E>(), mpi_op(o), comm_);
+    mpi_.reduce_scatter_block(in.data(), out.data(), count(out.size()), mpi_datatype<E>(), mpi_op(o), comm_);
     if (o == op::avg) finish_avg(out, size_);
   }
   template <class E> void allgather(std::span<const E> in, std::span<E> out, algorithm) {
-    MPI_Allgather(in.data(), count(in.size()), mpi_datatype<E>(), out.data(), count(in.size()), mpi_datatype<E>(), comm_);
+    mpi_.allgather(in.data(), count(in.size()), mpi_datatype<E>(), out.data(), count(in.size()), mpi_datatype<E>(), comm_);
   }
-  void barrier() { MPI_Barrier(comm_); }
+  void barrier() { mpi_.barrier(comm_); }
   template <class E> void alltoall(std::span<const E> in, std::span<E> out, algorithm) {
     const int block = count(out.size() / size_);
-    MPI_Alltoall(in.data(), block, mpi_datatype<E>(), out.data(), block, mpi_datatype<E>(), comm_);
+    mpi_.alltoall(in.data(), block, mpi_datatype<E>(), out.data(), block, mpi_datatype<E>(), comm_);
   }
 
  private:
@@ -81,6 +100,7 @@ class mpi_reference {
     return static_cast<int>(n);
   }
   MPI_Comm comm_;
+  const mpi_calls& mpi_;
   int rank_ = 0, size_ = 1;
 };
 

@@ -47,10 +47,15 @@ inline std::string usage() {
   -f, --stepfactor F      multiply the size by F each step (default 2)
   -o, --collective LIST   from )" + colls + R"( (default allreduce)
   -a, --algo LIST         comma-separated, from: )" + algos + R"(,
-                          automatic, mpi, memcpy (default ring,tree,automatic,mpi,memcpy);
-                          mpi is the MPI library's own collective; memcpy is one
-                          core copying the same bytes (the machine's limit: a
-                          busbw of about 0.5x its busbw is copying each byte once)
+                          automatic, mpi, pmpi, memcpy (default ring,tree,automatic,mpi,memcpy);
+                          mpi is the MPI library's own collective; pmpi the same
+                          called by its profiling name (PMPI_*), which a PMPI
+                          layer such as libringtree-mpi.so does not serve: with
+                          it preloaded, mpi is the layer and pmpi plain MPI
+                          (pmpi, when asked for, is what `vs mpi` compares with);
+                          memcpy is one core copying the same bytes (the
+                          machine's limit: a busbw of about 0.5x its busbw is
+                          copying each byte once)
       --symmetric         run ringtree's algorithms on symmetric buffers
                           (comm.allocate): direct algorithms, automatic picks them
   -d, --datatype TYPE     float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 half bfloat16
@@ -108,7 +113,7 @@ inline options parse(int argc, const char* const* argv) {
     } else if (flag == "-a" || flag == "--algo") {
       o.algos.clear();
       for (auto& a : split(value)) {
-        if (a != "mpi" && a != "memcpy" && !algorithm_from_string(a)) bad("-a: unknown algorithm '" + a + "'");
+        if (a != "mpi" && a != "pmpi" && a != "memcpy" && !algorithm_from_string(a)) bad("-a: unknown algorithm '" + a + "'");
         o.algos.push_back(a);
       }
     } else if (flag == "-d" || flag == "--datatype") {

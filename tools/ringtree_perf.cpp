@@ -84,7 +84,7 @@ void print_header(const options& o, int n) {
               o.transport.c_str(), o.symmetric ? "symmetric" : "private", std::string(to_string(o.type)).c_str(),
               std::string(to_string(o.redop)).c_str(), o.root, o.warmup, o.iters, o.rounds, o.check ? "on" : "off");
   std::printf("# time: mean per call of the slowest rank (the median of the rounds); algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
-              "# vs mpi = MPI's time / this time for the same size (above 1: faster than MPI)\n"
+              "# vs mpi = MPI's time (pmpi's, where asked for) / this time for the same size (above 1: faster than MPI)\n"
               "# memcpy: one core copying the same bytes, while the other ranks wait (busbw = algbw)\n");
   if (o.model)
     std::printf("# model(us): alpha * steps + beta * bytes + gamma * reduced bytes (docs/algorithms.md)\n");
@@ -158,7 +158,7 @@ int run_on(Transport& t, const options& o) {
   communicator_options copt;
   copt.chunks = o.chunks;
   communicator comm(t, copt);
-  mpi_reference mpi(MPI_COMM_WORLD);
+  mpi_reference mpi(MPI_COMM_WORLD), pmpi(MPI_COMM_WORLD, profiling_calls);
   const int n = comm.size(), me = comm.rank();
   if (o.root >= n) throw error("ringtree-perf", me, detail::cat("--root ", o.root, " is out of range for ", n, " ranks"));
   {  // MPI and the transport set up connections lazily: pay for that before the first row
@@ -185,9 +185,13 @@ int run_on(Transport& t, const options& o) {
   std::vector<row> rows;
   long total_wrong = 0;
   for (collective c : o.collectives) {
-    // `mpi` is measured first at each size, so that the others can be compared with it.
+    // MPI's rows are measured first at each size, so that the others can be
+    // compared with them: with `pmpi`, the MPI library's own (the baseline
+    // even where a PMPI layer serves `mpi`), else `mpi`.
     std::vector<std::string> algos = o.algos;
-    std::stable_partition(algos.begin(), algos.end(), [](const std::string& a) { return a == "mpi"; });
+    const bool has_pmpi = std::find(algos.begin(), algos.end(), "pmpi") != algos.end();
+    const std::string baseline = has_pmpi ? "pmpi" : "mpi";
+    std::stable_partition(algos.begin(), algos.end(), [](const std::string& a) { return a == "pmpi" || a == "mpi"; });
     for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes);
          b = std::max(b * o.factor, b + 1)) {
       const std::size_t bytes = static_cast<std::size_t>(b);
@@ -207,36 +211,37 @@ int run_on(Transport& t, const options& o) {
         algorithm a, runs;
         bool is_mpi, is_memcpy;
         std::vector<double> us;
+        mpi_reference* ref;  // MPI's rows: through which names
       };
       std::vector<entry> todo;
       const std::size_t in_bytes = (c == collective::reduce_scatter || c == collective::alltoall ? m * n : m) * sizeof(E);  // what the tuner is asked
       for (const auto& name : algos) {
-        const bool is_mpi = name == "mpi", is_memcpy = name == "memcpy";
-        const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi", "memcpy": not ringtree's
+        const bool is_mpi = name == "mpi" || name == "pmpi", is_memcpy = name == "memcpy";
+        const algorithm a = algorithm_from_string(name).value_or(algorithm::automatic);  // "mpi", "pmpi", "memcpy": not ringtree's
         if (is_mpi && mpi_datatype<E>() == MPI_DATATYPE_NULL) continue;  // no 16-bit floats in MPI-3.1
         const bool ours = !is_mpi && !is_memcpy;
         if (ours && a != algorithm::automatic && !detail::offers(c, a, comm.placement_of(in_bytes, o.symmetric))) continue;  // not offered here
         const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes, o.symmetric) : a;
         const std::string label = a == algorithm::automatic && ours ? name + ":" + std::string(to_string(runs)) : name;
-        todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}});
+        todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}, name == "pmpi" ? &pmpi : &mpi});
       }
       auto copy_once = [&] {
         if (me == 0 && bytes > 0) std::memcpy(out_private.data(), in_private.data(), std::min(bytes, len * sizeof(E)));
       };
       for (int round = 0; round < o.rounds; ++round)
         for (auto& e : todo)
-          e.us.push_back(e.is_mpi ? time_us([&] { invoke<E>(mpi, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a); }, o.warmup, o.iters)
+          e.us.push_back(e.is_mpi ? time_us([&] { invoke<E>(*e.ref, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a); }, o.warmup, o.iters)
                          : e.is_memcpy ? time_us(copy_once, o.warmup, o.iters)
                                        : time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters));
       double mpi_time = 0;
       for (auto& e : todo) {
         std::nth_element(e.us.begin(), e.us.begin() + e.us.size() / 2, e.us.end());
         const double us = e.us[e.us.size() / 2];  // the same on every rank: each time is the slowest rank's
-        if (e.is_mpi) mpi_time = us;
+        if (e.name == baseline) mpi_time = us;
         const rt_test::case_desc cd{c, e.a, o.redop, m, o.root, 1};
         long wrong = -1;
         if (o.check && !e.is_memcpy) {
-          wrong = static_cast<long>(e.is_mpi        ? rt_test::check_all<E>(mpi, cd).wrong
+          wrong = static_cast<long>(e.is_mpi        ? rt_test::check_all<E>(*e.ref, cd).wrong
                                     : o.symmetric ? rt_test::check_all<E>(comm, cd, rt_test::symmetric_buffers<decltype(comm)>{&comm}).wrong
                                                   : rt_test::check_all<E>(comm, cd).wrong);
           long sum = 0;
@@ -247,7 +252,7 @@ int run_on(Transport& t, const options& o) {
         const double algbw = us > 0 ? bytes / us / 1e3 : 0;
         row r{std::string(to_string(c)), bytes, m, std::string(to_string(dtype_of<E>)), std::string(to_string(o.redop)),
               o.root, e.label, e.name, us, algbw, e.is_memcpy ? algbw : algbw * bus_factor(c, n), wrong,
-              (mpi_time > 0 && !e.is_mpi && !e.is_memcpy) ? mpi_time / us : 0,
+              (mpi_time > 0 && e.name != baseline && !e.is_memcpy) ? mpi_time / us : 0,
               o.model && !e.is_mpi && !e.is_memcpy ? comm.model().seconds(c, e.runs, in_bytes) * 1e6 : 0};
         if (me == 0) print_row(r, o.model);
         rows.push_back(r);

@@ -44,25 +44,16 @@ bool mpi_ready() {
   return ready;
 }
 
-// Why the call on `comm` goes to MPI whatever its arguments, or null.
-const char* refused_everywhere(MPI_Comm comm) {
+// Why a call on `comm` goes to MPI whatever its arguments, or null.
+const char* refused_everywhere(MPI_Comm comm, comm_info*& info) {
   const settings& s = the_settings();
   if (!s.enabled) return "RINGTREE_MPI=0";
-  if (comm == MPI_COMM_NULL) return "MPI_COMM_NULL";
-  int inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return "an intercommunicator";
   if (s.thread_multiple) return "MPI_THREAD_MULTIPLE";
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
-  if (size < 2) return "one rank";
+  if (comm == MPI_COMM_NULL) return "MPI_COMM_NULL";
+  info = &info_of(comm);
+  if (info->inter) return "an intercommunicator";
+  if (info->size < 2) return "one rank";
   return nullptr;
-}
-
-int size_of(MPI_Comm c) {
-  int n = 0;
-  PMPI_Comm_size(c, &n);
-  return n;
 }
 
 // A reduction's refusal: what ringtree cannot reduce (every rank passes the
@@ -74,7 +65,7 @@ const char* refused_reduction(int count, MPI_Datatype t, MPI_Op o) {
   return nullptr;
 }
 const char* refused_root(int root, MPI_Comm comm) {
-  return root < 0 || root >= size_of(comm) ? "a root out of range" : nullptr;
+  return root < 0 || root >= info_of(comm).size ? "a root out of range" : nullptr;
 }
 
 std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
@@ -83,23 +74,24 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 
 // One call: to ringtree (run, on the communicator's ringtree communicator)
 // or to MPI (mpi), as decided and logged here. `refusal` is asked only when
-// the communicator itself is not refused; `bytes` is the call's size (for
-// the threshold across hosts).
-template <class Refusal, class Text, class Run, class Mpi>
-int serve(const char* call, MPI_Comm comm, bool async, std::size_t bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
+// the communicator itself is not refused; `bytes` gives the call's size
+// (for the threshold across hosts).
+template <class Refusal, class Bytes, class Text, class Run, class Mpi>
+int serve(const char* call, MPI_Comm comm, bool async, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
   if (inside || !mpi_ready()) return mpi();
   const settings& s = the_settings();
-  const char* why = refused_everywhere(comm);
+  comm_info* info = nullptr;
+  const char* why = refused_everywhere(comm, info);
   if (!why) why = refusal();
   layer_comm* lc = nullptr;
   if (!why) {
     try {
-      lc = &layer_of(comm);
+      lc = &layer_of(comm, *info);
     } catch (const std::exception& e) {
       return raise(comm, call, e.what());
     }
     if (!lc->one_host && async) why = "across hosts (its progress thread would call MPI)";
-    else if (!lc->one_host && bytes < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
+    else if (!lc->one_host && bytes() < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
   }
   if (s.log) log_line(comm, call, text(), why ? std::string("MPI (") + why + ")" : std::string("ringtree"));
   if (why) return mpi();
@@ -119,7 +111,7 @@ using comm_t = communicator<cluster_transport>;
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve("MPI_Allreduce", comm, false, count > 0 ? signature_bytes(count, t) : 0,
+  return serve("MPI_Allreduce", comm, false, [&] { return signature_bytes(count, t); },
       [&] { return refused_reduction(count, t, o); }, [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
@@ -133,7 +125,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t,
 }
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm, MPI_Request* req) {
-  return serve("MPI_Iallreduce", comm, true, 0,
+  return serve("MPI_Iallreduce", comm, true, [] { return std::size_t{0}; },
       [&] { return refused_reduction(count, t, o); }, [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
@@ -147,7 +139,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm) {
-  return serve("MPI_Reduce", comm, false, count > 0 ? signature_bytes(count, t) : 0,
+  return serve("MPI_Reduce", comm, false, [&] { return signature_bytes(count, t); },
       [&] {
         const char* why = refused_reduction(count, t, o);
         return why ? why : refused_root(root, comm);
@@ -167,7 +159,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve("MPI_Reduce_scatter_block", comm, false, recvcount > 0 ? signature_bytes(recvcount, t) * static_cast<std::size_t>(size_of(comm)) : 0,
+  return serve("MPI_Reduce_scatter_block", comm, false, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_reduction(recvcount, t, o); }, [&] { return reduction_text(recvcount, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
@@ -186,7 +178,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 }
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-  return serve("MPI_Bcast", comm, false, count > 0 ? signature_bytes(count, t) : 0,
+  return serve("MPI_Bcast", comm, false, [&] { return signature_bytes(count, t); },
       [&] { return count < 0 ? "a negative count" : refused_root(root, comm); },
       [&] { return detail::cat(count, " x ", type_name(t), ", root ", root); },
       [&](comm_t& c) {
@@ -198,7 +190,7 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve("MPI_Allgather", comm, false, recvcount > 0 ? signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(size_of(comm)) : 0,
+  return serve("MPI_Allgather", comm, false, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&]() -> const char* { return recvcount < 0 || (sendbuf != MPI_IN_PLACE && sendcount < 0) ? "a negative count" : nullptr; },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " from each rank"); },
       [&](comm_t& c) {
@@ -217,7 +209,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve("MPI_Alltoall", comm, false, recvcount > 0 ? signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(size_of(comm)) : 0,
+  return serve("MPI_Alltoall", comm, false, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&]() -> const char* { return recvcount < 0 || (sendbuf != MPI_IN_PLACE && sendcount < 0) ? "a negative count" : nullptr; },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " to and from each rank"); },
       [&](comm_t& c) {
@@ -235,7 +227,7 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-  return serve("MPI_Barrier", comm, false, SIZE_MAX, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
+  return serve("MPI_Barrier", comm, false, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
                [](comm_t& c) { c.barrier(); }, [&] { return PMPI_Barrier(comm); });
 }
 

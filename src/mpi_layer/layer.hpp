@@ -32,7 +32,9 @@ const settings& the_settings();
 
 // Calls made while the layer itself runs (ringtree's own use of MPI:
 // MPI_Bcast when a communicator is made, ...) go straight to MPI.
-inline thread_local bool inside = false;
+// (initial-exec: a plain load, not a call to __tls_get_addr per MPI call;
+// the layer is loaded at start, preloaded or linked.)
+inline thread_local bool inside __attribute__((tls_model("initial-exec"))) = false;
 struct inside_scope {
   bool was = inside;
   inside_scope() { inside = true; }
@@ -40,14 +42,23 @@ struct inside_scope {
 };
 
 // The ringtree communicator of one MPI communicator, made at its first
-// handled call (collectively) and kept as an attribute of it.
+// call that ringtree serves (collectively).
 struct layer_comm {
   communicator<cluster_transport> comm;
   bool one_host;
   explicit layer_comm(MPI_Comm c);
 };
-layer_comm& layer_of(MPI_Comm comm);  // makes it on first use (every rank is in the call)
-void drop_all();                      // before MPI_Finalize
+// What the layer knows of an MPI communicator, kept as its attribute (so it
+// goes when the communicator is freed) and cached for the last one asked
+// about: a call's own cost stays a compare or two.
+struct comm_info {
+  bool inter = false;
+  int size = 0;
+  std::unique_ptr<layer_comm> lc;  // made by layer_of
+};
+comm_info& info_of(MPI_Comm comm);
+layer_comm& layer_of(MPI_Comm comm, comm_info& info);  // makes it on first use (every rank is in the call)
+void drop_all();                                       // before MPI_Finalize
 
 // The element type ringtree reduces a predefined MPI datatype as; calls
 // f.template operator()<E>() and returns true, or returns false.

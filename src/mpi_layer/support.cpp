@@ -12,20 +12,30 @@
 
 namespace ringtree::mpi_layer {
 
+// A value that does not parse ends the job, naming it (as ringtree's own
+// RINGTREE_* variables raise): a layer silently off is a benchmark wrong.
+[[noreturn]] void bad_setting(const char* name, const char* value, const char* expected) {
+  std::fprintf(stderr, "ringtree-mpi: %s=%s: expected %s\n", name, value, expected);
+  PMPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
 const settings& the_settings() {
   static const settings s = [] {
     settings s;
     auto flag = [](const char* name, bool dflt) {
       const char* v = std::getenv(name);
-      return v && *v ? std::strcmp(v, "0") != 0 : dflt;
+      if (!v || !*v) return dflt;
+      if (std::strcmp(v, "0") && std::strcmp(v, "1")) bad_setting(name, v, "0 or 1");
+      return *v == '1';
     };
     s.enabled = flag("RINGTREE_MPI", true);
     s.log = flag("RINGTREE_MPI_LOG", false);
     if (const char* v = std::getenv("RINGTREE_MPI_CROSS_BYTES"); v && *v) {
       char* end = nullptr;
       const unsigned long long b = std::strtoull(v, &end, 10);
-      if (*end == '\0') s.cross_bytes = b;
-      else std::fprintf(stderr, "ringtree-mpi: RINGTREE_MPI_CROSS_BYTES=%s is not a number of bytes; using %zu\n", v, s.cross_bytes);
+      if (*end != '\0' || *v == '-') bad_setting("RINGTREE_MPI_CROSS_BYTES", v, "a number of bytes");
+      s.cross_bytes = b;
     }
     int level = MPI_THREAD_SINGLE;
     PMPI_Query_thread(&level);
@@ -39,12 +49,15 @@ const settings& the_settings() {
 
 namespace {
 int keyval = MPI_KEYVAL_INVALID;
-std::vector<MPI_Comm> with_layer;  // the communicators that have one, oldest first
+std::vector<MPI_Comm> known;  // the communicators with an attribute, oldest first
+MPI_Comm last = MPI_COMM_NULL;
+comm_info* last_info = nullptr;
 
-int delete_layer(MPI_Comm comm, int, void* value, void*) {
+int delete_info(MPI_Comm comm, int, void* value, void*) {
   inside_scope in;
-  std::erase(with_layer, comm);
-  delete static_cast<layer_comm*>(value);
+  std::erase(known, comm);
+  if (last == comm) last = MPI_COMM_NULL, last_info = nullptr;
+  delete static_cast<comm_info*>(value);
   return MPI_SUCCESS;
 }
 
@@ -61,23 +74,38 @@ cluster_options layer_options() {
 
 layer_comm::layer_comm(MPI_Comm c) : comm(make_communicator(c, {}, layer_options())), one_host(comm.transport().one_host()) {}
 
-layer_comm& layer_of(MPI_Comm comm) {
-  if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_layer, &keyval, nullptr);
+comm_info& info_of(MPI_Comm comm) {
+  if (comm == last) return *last_info;
+  if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_info, &keyval, nullptr);
   void* v = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, keyval, &v, &found);
-  if (found) return *static_cast<layer_comm*>(v);
-  inside_scope in;
-  auto made = std::make_unique<layer_comm>(comm);
-  PMPI_Comm_set_attr(comm, keyval, made.get());
-  with_layer.push_back(comm);
-  return *made.release();
+  if (!found) {
+    auto info = std::make_unique<comm_info>();
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    info->inter = inter != 0;
+    PMPI_Comm_size(comm, &info->size);
+    PMPI_Comm_set_attr(comm, keyval, info.get());
+    known.push_back(comm);
+    v = info.release();
+  }
+  last = comm;
+  return *(last_info = static_cast<comm_info*>(v));
+}
+
+layer_comm& layer_of(MPI_Comm comm, comm_info& info) {
+  if (!info.lc) {
+    inside_scope in;
+    info.lc = std::make_unique<layer_comm>(comm);
+  }
+  return *info.lc;
 }
 
 void drop_all() {
   settle_forgotten(true);
   // Newest first: a split's communicator goes before its parent's.
-  while (!with_layer.empty()) PMPI_Comm_delete_attr(with_layer.back(), keyval);
+  while (!known.empty()) PMPI_Comm_delete_attr(known.back(), keyval);
   if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
 }
 
