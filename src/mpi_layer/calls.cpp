@@ -151,6 +151,8 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
           const auto n = static_cast<std::size_t>(count);
           const bool at_root = c.rank() == root;
           std::span<E> out = at_root ? std::span<E>(static_cast<E*>(recvbuf), n) : std::span<E>();
+          if (!at_root && sendbuf == MPI_IN_PLACE)
+            throw error("MPI_Reduce", c.rank(), detail::cat("MPI_IN_PLACE on rank ", c.rank(), ", which is not the root (", root, ")"));
           const E* in = at_root && sendbuf == MPI_IN_PLACE ? out.data() : static_cast<const E*>(sendbuf);
           c.reduce(std::span<const E>(in, n), out, root, ro);
         });
