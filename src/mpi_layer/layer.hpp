@@ -41,6 +41,10 @@ struct inside_scope {
   ~inside_scope() { inside = was; }
 };
 
+// MPI's progress, for ringtree's waits (core/wait.hpp, while_waiting) and
+// the layer's own: a no-op on threads not inside a call of the layer.
+void mpi_progress() noexcept;
+
 // The ringtree communicator of one MPI communicator, made at its first
 // call that ringtree serves (collectively).
 struct layer_comm {
@@ -77,6 +81,9 @@ bool with_element(MPI_Datatype t, F&& f) {
   if (t == MPI_LONG) return as.template operator()<exact_int<long>>();
   if (t == MPI_UNSIGNED_LONG) return as.template operator()<exact_int<unsigned long>>();
   if (t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT || t == MPI_INT64_T) return as.template operator()<exact_int<long long>>();
+  if (t == MPI_AINT) return as.template operator()<exact_int<MPI_Aint>>();
+  if (t == MPI_OFFSET) return as.template operator()<exact_int<MPI_Offset>>();
+  if (t == MPI_COUNT) return as.template operator()<exact_int<MPI_Count>>();
   if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_UINT64_T) return as.template operator()<exact_int<unsigned long long>>();
   if (t == MPI_SHORT || t == MPI_INT16_T) return as.template operator()<exact_int<short>>();
   if (t == MPI_UNSIGNED_SHORT || t == MPI_UINT16_T) return as.template operator()<exact_int<unsigned short>>();

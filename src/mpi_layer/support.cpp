@@ -45,6 +45,18 @@ const settings& the_settings() {
   return s;
 }
 
+// ---- MPI's progress while ringtree waits ----
+
+void mpi_progress() noexcept {
+  // Only on a thread inside a call of the layer: the caller's, never a
+  // communicator's progress thread (a program in MPI_THREAD_SINGLE or
+  // FUNNELED may call MPI from one thread only). An Iprobe moves every
+  // pending MPI request along and receives nothing.
+  if (!inside) return;
+  int flag = 0;
+  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+}
+
 // ---- one ringtree communicator per MPI communicator ----
 
 namespace {
@@ -96,6 +108,7 @@ comm_info& info_of(MPI_Comm comm) {
 
 layer_comm& layer_of(MPI_Comm comm, comm_info& info) {
   if (!info.lc) {
+    detail::while_waiting.store(mpi_progress);
     inside_scope in;
     info.lc = std::make_unique<layer_comm>(comm);
   }
@@ -107,6 +120,7 @@ void drop_all() {
   // Newest first: a split's communicator goes before its parent's.
   while (!known.empty()) PMPI_Comm_delete_attr(known.back(), keyval);
   if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+  detail::while_waiting.store(nullptr);
 }
 
 // ---- buffers as bytes ----
@@ -263,7 +277,14 @@ bool ours(MPI_Request r) { return !requests.empty() && requests.contains(r); }
 bool settle(MPI_Request r, bool block) {
   auto it = requests.find(r);
   if (it == requests.end()) return true;
-  if (!block && !it->second.w.test()) return false;
+  // Waiting here must keep MPI's own requests moving (a peer may need
+  // one of them done before it joins this call).
+  while (!it->second.w.test()) {
+    if (!block) return false;
+    inside_scope in;
+    mpi_progress();
+    sched_yield();
+  }
   complete(r, it->second);
   requests.erase(it);
   return true;
@@ -284,7 +305,12 @@ void forget(MPI_Request r) {
 
 void settle_forgotten(bool block) {
   std::erase_if(forgotten, [&](auto& f) {
-    if (!block && !f.second.w.test()) return false;
+    while (!f.second.w.test()) {
+      if (!block) return false;
+      inside_scope in;
+      mpi_progress();
+      sched_yield();
+    }
     complete(f.first, f.second);
     return true;
   });

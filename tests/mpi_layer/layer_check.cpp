@@ -405,6 +405,32 @@ void requests() {
   same_bytes(ra.data(), wa.data(), n * sizeof(double), "MPI_Iallreduce whose request was freed");
 }
 
+// ---- MPI's progress rule: a rank in a call ringtree serves still moves
+// its pending MPI requests, which a peer may need before it joins ----
+
+void progress() {
+  // Rank 0 enters the barrier (ringtree's) with MPI's own non-blocking
+  // all-reduce pending (a user op: MPI serves it); the others first wait
+  // for that all-reduce, whose last step (rank 0 sending the result) needs
+  // rank 0's MPI to move. Without the layer's progress, both wait forever.
+  MPI_Op mine;
+  MPI_Op_create(user_sum, 1, &mine);
+  std::vector<int> in(5000, rank + 1), out(5000, 0);
+  for (int round = 0; round < 20; ++round) {
+    MPI_Request req;
+    check(MPI_Iallreduce(in.data(), out.data(), 5000, MPI_INT, mine, MPI_COMM_WORLD, &req), "MPI_Iallreduce (MPI's)");
+    if (rank == 0) {
+      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier with MPI's request pending");
+      check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+    } else {
+      check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    }
+    expect(out[4999] == size * (size + 1) / 2, "MPI's all-reduce beside ringtree's barrier");
+  }
+  MPI_Op_free(&mine);
+}
+
 // ---- errors ----
 
 void errors_return() {
@@ -489,6 +515,7 @@ int main(int argc, char** argv) {
     fallbacks(MPI_COMM_WORLD);
     communicators();
     requests();
+    progress();
     if (!layer_off()) errors_return();  // (with the layer off, MPI itself would get counts that differ)
     barrier();
   }

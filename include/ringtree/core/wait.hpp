@@ -8,11 +8,19 @@
 // theirs too, and the loop is this one.
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 
 #include <ringtree/core/cxx20.hpp>
 
 namespace ringtree::detail {
+
+// What else a waiting thread keeps moving once it has stopped spinning,
+// for the whole process: libringtree-mpi (src/mpi_layer) sets it to MPI's
+// own progress, because MPI promises that a rank blocked in one collective
+// still completes its other, non-blocking ones, which a peer may be
+// waiting for before it joins this one. Null: nothing.
+inline std::atomic<void (*)() noexcept> while_waiting{nullptr};
 
 // `spins` looks at full speed, then `yields` looks that yield the core,
 // then the long wait: the clock is read every `clock_every` looks, and
@@ -37,6 +45,7 @@ class patience {
   bool idle() noexcept {
     const long k = ++looks_;
     if (k <= pace_.spins) return false;
+    if (auto f = while_waiting.load(std::memory_order_relaxed)) f();
     if (k <= pace_.spins + pace_.yields) {
       sched_yield();
       return false;
