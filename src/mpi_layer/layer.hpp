@@ -1,4 +1,4 @@
-// libringtree-mpi's pieces (mpi_layer.cpp holds the MPI_* entry points):
+// libringtree-mpi's pieces (calls.cpp holds the MPI_* entry points):
 // which calls ringtree serves, the ringtree communicator cached on each MPI
 // communicator, buffers as bytes, and errors turned into MPI errors.
 #pragma once
@@ -149,6 +149,6 @@ bool ours(MPI_Request r);
 bool settle(MPI_Request r, bool block);
 void settle_all(MPI_Request* rs, int n, bool block);
 void forget(MPI_Request r);  // MPI_Request_free: complete it when its call has run
-void settle_forgotten(bool block);
+void settle_forgotten(bool block);  // those whose call has run (block: all of them, waiting)
 
 }  // namespace ringtree::mpi_layer

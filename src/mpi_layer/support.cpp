@@ -251,19 +251,29 @@ int free_state(void* state) {
 }
 int cancel_state(void*, int) { return MPI_SUCCESS; }  // a collective cannot be cancelled
 
-// Completes the MPI request of a call that has run, with its outcome.
-void complete(MPI_Request r, pending& p) {
+// Completes the MPI request of a call once it has run, with its outcome;
+// false if it has not run and `block` is false. Waiting keeps MPI's own
+// requests moving (a peer may need one of them done before it joins this
+// call).
+bool complete(MPI_Request r, pending& p, bool block) {
   inside_scope in;
+  while (!p.w.test()) {
+    if (!block) return false;
+    mpi_progress();
+    sched_yield();
+  }
   try {
     p.w.wait();
   } catch (const std::exception& e) {
     *p.status = raise(p.comm, "MPI_Iallreduce", e.what());
   }
   PMPI_Grequest_complete(r);
+  return true;
 }
 }  // namespace
 
 MPI_Request start_request(MPI_Comm comm, work w) {
+  settle_forgotten(false);  // (so that freed requests do not pile up until MPI_Finalize)
   MPI_Request r = MPI_REQUEST_NULL;
   int* status = new int(MPI_SUCCESS);
   PMPI_Grequest_start(query_state, free_state, cancel_state, status, &r);
@@ -276,15 +286,7 @@ bool ours(MPI_Request r) { return !requests.empty() && requests.contains(r); }
 bool settle(MPI_Request r, bool block) {
   auto it = requests.find(r);
   if (it == requests.end()) return true;
-  // Waiting here must keep MPI's own requests moving (a peer may need
-  // one of them done before it joins this call).
-  while (!it->second.w.test()) {
-    if (!block) return false;
-    inside_scope in;
-    mpi_progress();
-    sched_yield();
-  }
-  complete(r, it->second);
+  if (!complete(r, it->second, block)) return false;
   requests.erase(it);
   return true;
 }
@@ -303,16 +305,7 @@ void forget(MPI_Request r) {
 }
 
 void settle_forgotten(bool block) {
-  std::erase_if(forgotten, [&](auto& f) {
-    while (!f.second.w.test()) {
-      if (!block) return false;
-      inside_scope in;
-      mpi_progress();
-      sched_yield();
-    }
-    complete(f.first, f.second);
-    return true;
-  });
+  std::erase_if(forgotten, [&](auto& f) { return complete(f.first, f.second, block); });
 }
 
 }  // namespace ringtree::mpi_layer
