@@ -19,10 +19,16 @@ fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run() { local np=$1; shift; timeout 240 mpirun --oversubscribe -np "$np" "$@"; }
+# mpirun forwards the ranks' stderr in chunks that can end mid-line, so lines
+# of two ranks interleave on its own stderr: the log is read from one file per
+# rank (--output-filename), mpirun's stderr kept apart for messages.
+ranks_log() { cat "$tmp"/ranks/*/rank.*/stderr >"$tmp/log" 2>/dev/null; }
+logged() { local np=$1; shift; rm -rf "$tmp/ranks"
+           run "$np" --output-filename "$tmp/ranks" "$@" 2>"$tmp/mpirun.err"; local rc=$?; ranks_log; return $rc; }
 has() { grep -qF -- "$2" "$1" || fail "no line with '$2' in the log of $3 (first lines: $(head -5 "$1"))"; }
 
 for np in 2 3 4; do
-  RINGTREE_MPI_LOG=1 run $np "$check" >"$tmp/out" 2>"$tmp/log" || fail "layer_check np=$np: $(cat "$tmp/out"; grep -v '^ringtree-mpi:' "$tmp/log" | head -30)"
+  RINGTREE_MPI_LOG=1 logged $np "$check" >"$tmp/out" || fail "layer_check np=$np: $(cat "$tmp/out" "$tmp/mpirun.err"; grep -v '^ringtree-mpi:' "$tmp/log" | head -30)"
   cat "$tmp/out"
   grep -q "cases, 0 wrong" "$tmp/out" || fail "layer_check np=$np did not report 0 wrong"
   for line in "of $np: MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): ringtree" \
@@ -44,6 +50,8 @@ for np in 2 3 4; do
               "MPI_Allreduce(33 x MPI_INT, MPI_SUM): MPI (an intercommunicator)"; do
     has "$tmp/log" "$line" "layer_check np=$np"
   done
+  bad=$(grep -v '^ringtree-mpi: rank -\?[0-9]* of [0-9]*: MPI_[A-Za-z_]*(.*): \(ringtree\|MPI (.*)\)$' "$tmp/log" | head -3)
+  [ -z "$bad" ] || fail "layer_check np=$np: log lines not of the form 'ringtree-mpi: rank R of N: CALL(ARGS): PATH': $bad"
   # no other reason sent a call to MPI
   others=$(grep -o '): MPI (.*)$' "$tmp/log" | sort -u | grep -v -e 'an op ringtree does not have' -e 'a datatype ringtree does not reduce' \
            -e 'one rank' -e 'an intercommunicator')
@@ -59,31 +67,33 @@ out=$(RINGTREE_MPI=yes run 2 "$check" 2>&1); rc=$?
 [ $rc -ne 0 ] || fail "RINGTREE_MPI=yes exited 0"
 grep -q "ringtree-mpi: RINGTREE_MPI=yes: expected 0 or 1" <<<"$out" || fail "no message for RINGTREE_MPI=yes: $out"
 
-RINGTREE_MPI_LOG=1 run 2 "$check" --multiple >"$tmp/out" 2>"$tmp/log" || fail "MPI_THREAD_MULTIPLE: $(cat "$tmp/out")"
+RINGTREE_MPI_LOG=1 logged 2 "$check" --multiple >"$tmp/out" || fail "MPI_THREAD_MULTIPLE: $(cat "$tmp/out")"
 grep -q "cases, 0 wrong" "$tmp/out" || fail "MPI_THREAD_MULTIPLE: not all right"
 ! grep -q '): ringtree$' "$tmp/log" || fail "a program in MPI_THREAD_MULTIPLE had calls served by ringtree"
 has "$tmp/log" "MPI_Allreduce(1048576 x MPI_FLOAT, MPI_SUM): MPI (MPI_THREAD_MULTIPLE)" "--multiple"
 echo "MPI_THREAD_MULTIPLE: every call on MPI, all right; a bad RINGTREE_MPI ends the job, naming it"
 
-RINGTREE_MPI=0 RINGTREE_MPI_LOG=1 run 2 "$check" >"$tmp/out" 2>"$tmp/log" || fail "RINGTREE_MPI=0: $(cat "$tmp/out")"
+RINGTREE_MPI=0 RINGTREE_MPI_LOG=1 logged 2 "$check" >"$tmp/out" || fail "RINGTREE_MPI=0: $(cat "$tmp/out")"
 grep -q "cases, 0 wrong" "$tmp/out" || fail "RINGTREE_MPI=0: not all right"
 ! grep -q '): ringtree$' "$tmp/log" || fail "RINGTREE_MPI=0 still ran calls on ringtree"
 has "$tmp/log" "MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): MPI (RINGTREE_MPI=0)" "RINGTREE_MPI=0"
 echo "RINGTREE_MPI=0: every call on MPI, all right"
 
 run 4 "$plain" >"$tmp/plain" 2>&1 || fail "mpi_collectives without the layer: $(cat "$tmp/plain")"
-RINGTREE_MPI_LOG=1 run 4 -x LD_PRELOAD="$lib" "$plain" >"$tmp/layer" 2>"$tmp/log" || fail "mpi_collectives with the layer: $(cat "$tmp/layer" "$tmp/log")"
+RINGTREE_MPI_LOG=1 logged 4 -x LD_PRELOAD="$lib" "$plain" >"$tmp/layer" || fail "mpi_collectives with the layer: $(cat "$tmp/layer" "$tmp/mpirun.err" "$tmp/log")"
 [ "$(grep -c . "$tmp/plain")" -ge 24 ] || fail "mpi_collectives printed too little: $(cat "$tmp/plain")"
 diff "$tmp/plain" "$tmp/layer" || fail "mpi_collectives prints something else through the layer"
 has "$tmp/log" "of 4: MPI_Allreduce(1048576 x MPI_DOUBLE, MPI_SUM): ringtree" "mpi_collectives"
 has "$tmp/log" "of 2: MPI_Iallreduce(1048576 x MPI_DOUBLE, MPI_MIN): ringtree" "mpi_collectives"
 echo "mpi_collectives: the same $(wc -l <"$tmp/plain") lines with and without the layer"
 
-RINGTREE_MPI_LOG=1 bash "$hosts" -l 2x2 "$check" --hosts >"$tmp/out" 2>"$tmp/log"; rc=$?
+rm -rf "$tmp/ranks"
+RINGTREE_MPI_LOG=1 HOSTS_MPIRUN_ARGS="--output-filename $tmp/ranks" bash "$hosts" -l 2x2 "$check" --hosts >"$tmp/out" 2>"$tmp/mpirun.err"; rc=$?
+ranks_log
 if [ $rc -eq 77 ]; then
-  echo "across hosts: skipped ($(tail -1 "$tmp/out" "$tmp/log" | tr '\n' ' '))"
+  echo "across hosts: skipped ($(tail -1 "$tmp/out" "$tmp/mpirun.err" | tr '\n' ' '))"
 else
-  [ $rc -eq 0 ] || fail "across hosts: exit $rc: $(cat "$tmp/out"; grep -v '^ringtree-mpi:' "$tmp/log" | tail -20)"
+  [ $rc -eq 0 ] || fail "across hosts: exit $rc: $(cat "$tmp/out"; tail -20 "$tmp/mpirun.err")"
   grep -q "cases, 0 wrong" "$tmp/out" || fail "across hosts: not all right"
   has "$tmp/log" "MPI_Allreduce(1000 x MPI_FLOAT, MPI_SUM): MPI (across hosts below RINGTREE_MPI_CROSS_BYTES)" "across hosts"
   has "$tmp/log" "MPI_Allreduce(1048576 x MPI_FLOAT, MPI_SUM): ringtree" "across hosts"

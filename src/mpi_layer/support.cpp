@@ -219,7 +219,8 @@ std::string op_name(MPI_Op o) {
 void log_line(MPI_Comm comm, const char* call, const std::string& what, const std::string& path) {
   int rank = -1, size = 0;
   if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &rank), PMPI_Comm_size(comm, &size);
-  // One write, so that the ranks' lines do not interleave.
+  // One write: whole lines in a file of this rank's own. (mpirun forwards
+  // stderr in chunks that may split lines; --output-filename keeps them whole.)
   const std::string line = detail::cat("ringtree-mpi: rank ", rank, " of ", size, ": ", call, "(", what, "): ", path, "\n");
   [[maybe_unused]] auto n = ::write(2, line.data(), line.size());
 }
