@@ -3,7 +3,7 @@
 // collective of a process group written once against a communicator type.
 // Each transport's group is compiled in a file of its own (group_*.cpp).
 #pragma once
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -263,6 +263,50 @@ class group {
       });
     });
   }
+  // outs[i] gets every rank's ins[i], in rank order: one all-gather of the
+  // flattened inputs, then each rank's share put in place.
+  result allgather_into_tensor_coalesced(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins) {
+    const std::string call = "all_gather_into_tensor_coalesced";
+    pairs(outs, ins, size(), call);
+    return typed(ins[0].scalar_type(), call, [&]<class E>() {
+      return launch(coll_, c10d::OpType::COALESCED, outs, [this, ins, outs] {
+        const operand f{at::Tensor(), flatten(ins)};
+        const int64_t each = f.flat.numel();
+        const operand all{at::Tensor(), at::empty({each * size()}, f.flat.options())};
+        coll_.allgather(std::span<const E>(f.template span<E>()), all.template span<E>());
+        int64_t at = 0;
+        for (std::size_t i = 0; i < ins.size(); ++i) {
+          const int64_t n = ins[i].numel();
+          const operand y = prepare(outs[i], "", rank());
+          for (int r = 0; r < size(); ++r) y.flat.view(-1).narrow(0, r * n, n).copy_(all.flat.narrow(0, r * each + at, n));
+          y.copy_back();
+          at += n;
+        }
+      });
+    });
+  }
+  // outs[i] gets block `rank` of the reduction of every rank's ins[i]: the
+  // inputs regrouped so that one reduce-scatter hands each rank its blocks.
+  result reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+                                         const c10d::ReduceScatterOptions& o) {
+    const std::string call = "reduce_scatter_tensor_coalesced";
+    pairs(ins, outs, size(), call);
+    const op ro = to_op(o.reduceOp, ins[0].scalar_type(), call, rank());
+    return typed(ins[0].scalar_type(), call, [&]<class E>() {
+      return launch(coll_, c10d::OpType::COALESCED, outs, [this, ins, outs, ro] {
+        std::vector<at::Tensor> blocks;  // rank r's blocks of every input, r = 0, 1, ...
+        for (int r = 0; r < size(); ++r)
+          for (std::size_t i = 0; i < ins.size(); ++i) {
+            const int64_t n = outs[i].numel();
+            blocks.push_back(ins[i].reshape(-1).narrow(0, r * n, n));
+          }
+        const operand f{at::Tensor(), at::cat(blocks)};
+        const operand mine{at::Tensor(), at::empty({f.flat.numel() / size()}, f.flat.options())};
+        coll_.reduce_scatter(std::span<const E>(f.template span<E>()), mine.template span<E>(), ro);
+        unflatten(mine.flat, outs);
+      });
+    });
+  }
   result reduce_scatter(std::vector<at::Tensor>& outs, std::vector<std::vector<at::Tensor>>& ins,
                         const c10d::ReduceScatterOptions& o) {
     const std::string call = "reduce_scatter";
@@ -385,6 +429,10 @@ class group {
   result barrier() {
     return launch(coll_, c10d::OpType::BARRIER, {}, [this] { coll_.barrier(); });
   }
+  // Collectives started on this group: the same on every rank whose calls
+  // match (torch compares them to find ranks that went astray).
+  uint64_t sequence_number() const { return seq_; }
+  void reset_sequence_number() { seq_ = 0; }
   // (deferred by the engine: they start when waited on, so their futures
   // complete then too)
   result send(std::vector<at::Tensor>& ts, int peer, int tag) {
@@ -416,6 +464,22 @@ class group {
   result typed(at::ScalarType t, const std::string& call, F&& f) {
     return with_element(t, call, rank(), std::forward<F>(f));
   }
+  // big[i] holds `times` x small[i]'s elements, one type throughout.
+  void pairs(const std::vector<at::Tensor>& big, const std::vector<at::Tensor>& small, int64_t times, const std::string& call) {
+    if (big.empty() || big.size() != small.size())
+      fail(call, rank(), "needs as many outputs as inputs, and at least one: got " + std::to_string(big.size()) + " and " +
+                             std::to_string(small.size()));
+    for (std::size_t i = 0; i < big.size(); ++i) {
+      prepare(big[i], call, rank());
+      prepare(small[i], call, rank());
+      if (big[i].scalar_type() != small[0].scalar_type() || small[i].scalar_type() != small[0].scalar_type() ||
+          big[i].numel() != small[i].numel() * times)
+        fail(call, rank(), "tensor pair " + std::to_string(i) + ": " + c10::toString(big[i].scalar_type()) + " x " +
+                               std::to_string(big[i].numel()) + " must be " + std::to_string(times) + " x " +
+                               c10::toString(small[i].scalar_type()) + " x " + std::to_string(small[i].numel()) +
+                               " (one element type throughout)");
+    }
+  }
   void check_like(const std::vector<at::Tensor>& ts, const at::Tensor& like, const std::string& call) {
     for (const auto& t : ts) {
       prepare(t, call, rank());
@@ -428,12 +492,14 @@ class group {
   // Queues `run` on the communicator's progress thread.
   template <class F>
   result launch(Comm& c, c10d::OpType type, std::vector<at::Tensor> outputs, F run) {
+    ++seq_;
     auto w = c10::make_intrusive<work>(rank(), type, std::move(outputs));
     w->start(c.submit(std::move(run), [w](std::exception_ptr e) { w->done(e); }));
     return w;
   }
   Comm coll_, p2p_;
   std::string transport_;
+  uint64_t seq_ = 0;
 };
 
 using shm_group = group<comm_over<ringtree::shm_transport>>;

@@ -100,12 +100,41 @@ using any_group = std::variant<std::unique_ptr<shm_group>, std::unique_ptr<mpi_g
 using any_group = std::variant<std::unique_ptr<shm_group>>;
 #endif
 
-class process_group final : public c10d::ProcessGroup {
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                         std::chrono::milliseconds timeout);
+
+// torch's c10d::Backend, each call forwarded to the group of whichever
+// transport was set up. A torch release that lacks one of the newer virtual
+// functions (split, getBackendOptions: 2.8 on) sees a plain member function
+// there, so one source serves every supported release.
+class process_group final : public c10d::Backend {
  public:
-  process_group(int rank, int size, any_group g) : c10d::ProcessGroup(rank, size), g_(std::move(g)) {}
+  process_group(int rank, int size, any_group g, std::chrono::milliseconds timeout)
+      : c10d::Backend(rank, size), g_(std::move(g)), timeout_(timeout) {}
   const std::string getBackendName() const override { return "ringtree"; }
   std::string transport() const {
     return std::visit([](auto& g) { return g->transport(); }, g_);
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    return std::visit([](auto& g) { return g->sequence_number(); }, g_);
+  }
+  void setSequenceNumberForGroup() override {
+    std::visit([](auto& g) { g->reset_sequence_number(); }, g_);
+  }
+  // (no override keyword from here on: these exist in newer releases only)
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() {
+    auto o = c10::make_intrusive<c10d::Backend::Options>("ringtree", timeout_);
+    return o;
+  }
+  bool supportsSplitting() const override { return true; }
+  // dist.split_group: a new group of `ranks` (parent ranks, in the order
+  // given), set up through the store torch prepared for it; nullptr on a
+  // rank that is not in it.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+    const auto me = std::find(ranks.begin(), ranks.end(), getRank());
+    if (me == ranks.end()) return nullptr;
+    return create(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), opts ? opts->timeout : timeout_);
   }
 
 #define RINGTREE_FORWARD(...) return std::visit([&](auto& g) { return g->__VA_ARGS__; }, g_)
@@ -130,8 +159,15 @@ class process_group final : public c10d::ProcessGroup {
                                                      const c10d::AllgatherOptions& o) override {
     RINGTREE_FORWARD(allgather_coalesced(out, in, o));
   }
+  // (the names of 2.6; later releases call them through their new names:
+  // all_gather_single, reduce_scatter_single, all_to_all_single and the
+  // _coalesced forms forward to these)
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in, const c10d::AllgatherOptions&) override {
     RINGTREE_FORWARD(allgather_base(out, in));
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+                                                                 const c10d::AllgatherOptions&) override {
+    RINGTREE_FORWARD(allgather_into_tensor_coalesced(out, in));
   }
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
                                         const c10d::GatherOptions& o) override {
@@ -148,6 +184,10 @@ class process_group final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
                                                       const c10d::ReduceScatterOptions& o) override {
     RINGTREE_FORWARD(reduce_scatter_base(out, in, o));
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+                                                                 const c10d::ReduceScatterOptions& o) override {
+    RINGTREE_FORWARD(reduce_scatter_tensor_coalesced(out, in, o));
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
                                                std::vector<int64_t>& in_splits, const c10d::AllToAllOptions&) override {
@@ -171,6 +211,7 @@ class process_group final : public c10d::ProcessGroup {
 
  private:
   any_group g_;
+  std::chrono::milliseconds timeout_;
 };
 
 // MPI started by this module is finalized at exit (groups still alive
@@ -193,8 +234,8 @@ const ringtree::communicator_options p2p_only{.point_to_point_only = true};
 
 // What torch calls for init_process_group("ringtree") and new_group:
 // (store with this group's prefix, rank, size, timeout).
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                              std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
   const std::string call = "init_process_group";
   if (size < 1 || rank < 0 || rank >= size) fail(call, rank, "rank " + std::to_string(rank) + " of " + std::to_string(size));
   std::string want = ringtree::config::get("RINGTREE_TORCH_TRANSPORT") ? ringtree::config::get("RINGTREE_TORCH_TRANSPORT") : "";
@@ -228,7 +269,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
     using C = comm_over<ringtree::shm_transport>;
     auto g = std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), "shm");
     formed(*store, rank, size, seconds);
-    return c10::make_intrusive<process_group>(rank, size, std::move(g));
+    return c10::make_intrusive<process_group>(rank, size, std::move(g), timeout);
   }
 #ifdef RINGTREE_TORCH_MPI
   if (!under_mpirun)
@@ -267,7 +308,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
                                                                     : "cluster (" + coll->layout().describe() + " hosts)";
   auto made = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), how);
   formed(*store, rank, size, seconds);
-  return c10::make_intrusive<process_group>(rank, size, std::move(made));
+  return c10::make_intrusive<process_group>(rank, size, std::move(made), timeout);
 #else
   (void)under_mpirun;
   fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=mpi, but ringtree_torch was built without MPI"
@@ -280,13 +321,12 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ringtree as a torch.distributed backend: import it, then init_process_group('ringtree')";
   py::module::import("torch.distributed");
-  py::class_<ringtree_torch::process_group, c10d::ProcessGroup, c10::intrusive_ptr<ringtree_torch::process_group>>(
+  py::class_<ringtree_torch::process_group, c10d::Backend, c10::intrusive_ptr<ringtree_torch::process_group>>(
       m, "ProcessGroupRingtree")
       .def_property_readonly("transport", &ringtree_torch::process_group::transport,
                              "'shm' (shared memory, one host), 'cluster (...)' (make_communicator's, under mpirun) or 'mpi'");
   m.def("_create", &ringtree_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
-  py::module::import("torch.distributed").attr("Backend").attr("register_backend")("ringtree", m.attr("_create"));
   m.def("_finalize_mpi", &ringtree_torch::finalize_mpi, py::call_guard<py::gil_scoped_release>());
   py::module::import("atexit").attr("register")(m.attr("_finalize_mpi"));
 }
