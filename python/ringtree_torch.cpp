@@ -31,6 +31,8 @@
 #include <thread>
 #include <variant>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
 #include "backend.hpp"
 
 namespace ringtree_torch {
@@ -234,9 +236,20 @@ const ringtree::communicator_options p2p_only{.point_to_point_only = true};
 
 // What torch calls for init_process_group("ringtree") and new_group:
 // (store with this group's prefix, rank, size, timeout).
-c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+// torchrun's restarted workers meet in the store of the attempt before
+// (torch 2.x hands every attempt the agent's store with no prefix of its
+// own), where the old attempt's claims would refuse them: each attempt's
+// keys apart.
+c10::intrusive_ptr<c10d::Store> this_attempt(const c10::intrusive_ptr<c10d::Store>& store) {
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (!attempt) return store;
+  return c10::make_intrusive<c10d::PrefixStore>(std::string("ringtree-attempt-") + attempt, store);
+}
+
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& group_store, int rank, int size,
                                          std::chrono::milliseconds timeout) {
   const std::string call = "init_process_group";
+  const auto store = this_attempt(group_store);
   if (size < 1 || rank < 0 || rank >= size) fail(call, rank, "rank " + std::to_string(rank) + " of " + std::to_string(size));
   std::string want = ringtree::config::get("RINGTREE_TORCH_TRANSPORT") ? ringtree::config::get("RINGTREE_TORCH_TRANSPORT") : "";
   if (want != "" && want != "shm" && want != "mpi" && want != "cluster")

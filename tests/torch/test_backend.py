@@ -90,6 +90,12 @@ def gloo_agrees(gloo, fn, ringtree_result, what):
     return True
 
 
+def backend_of(group):
+    """ringtree's c10d::Backend behind a group's CPU tensors (None: the default group)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return pg._get_backend(torch.device("cpu"))
+
+
 # ---------------------------------------------------------------- checks
 
 def check_collectives(rank, n, gloo):
@@ -133,8 +139,8 @@ def check_collectives(rank, n, gloo):
             for r in range(n):
                 same(outs[r], ins[r], f"all_gather {dtype} x{count} block {r}")
             flat = torch.empty(count * n, dtype=dtype)
-            dist._all_gather_base(flat, ins[rank])
-            same(flat, torch.cat(ins), f"_all_gather_base {dtype} x{count}")
+            dist.all_gather_into_tensor(flat, ins[rank])
+            same(flat, torch.cat(ins), f"all_gather_into_tensor {dtype} x{count}")
             if dtype != torch.bool:
                 parts = [values(rank, count, dtype, salt=j) for j in range(n)]
                 t = torch.empty(count, dtype=dtype)
@@ -142,8 +148,8 @@ def check_collectives(rank, n, gloo):
                 same(t, reference([values(r, count, dtype, salt=rank) for r in range(n)], "sum", dtype),
                      f"reduce_scatter {dtype} x{count}")
                 t2 = torch.empty(count, dtype=dtype)
-                dist._reduce_scatter_base(t2, torch.cat(parts))
-                same(t2, t, f"_reduce_scatter_base {dtype} x{count}")
+                dist.reduce_scatter_tensor(t2, torch.cat(parts))
+                same(t2, t, f"reduce_scatter_tensor {dtype} x{count}")
             # all_to_all_single with equal blocks, then all_to_all with lists
             src = torch.cat([values(rank, count, dtype, salt=j) for j in range(n)])
             dst = torch.empty(count * n, dtype=dtype)
@@ -221,6 +227,50 @@ def check_async(rank, n, gloo):
     return "async: overlapped all_reduces, futures, unwaited completion, isend/irecv ring, send/recv"
 
 
+def check_tensor_forms(rank, n, gloo):
+    """The single-tensor and coalesced forms of torch 2.x (all_gather_into_tensor,
+    reduce_scatter_tensor, their _coalescing_manager batches), against references."""
+    count = 7
+    outs = [torch.empty(count * n), torch.empty(n, 3, dtype=torch.int32)]
+    ins = [values(rank, count, torch.float32), values(rank, 3, torch.int32).clone()]
+    # (one type per batch, as gloo requires too)
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_gather_into_tensor(outs[0], ins[0])
+    cm.wait()
+    same(outs[0], torch.cat([values(r, count, torch.float32) for r in range(n)]), "all_gather_into_tensor (coalesced)")
+    big = [torch.empty(5 * n), torch.empty(2 * n)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_gather_into_tensor(big[0], values(rank, 5, torch.float32, salt=1))
+        dist.all_gather_into_tensor(big[1], values(rank, 2, torch.float32, salt=2))
+    cm.wait()
+    same(big[0], torch.cat([values(r, 5, torch.float32, salt=1) for r in range(n)]), "coalesced all_gather_into_tensor, first")
+    same(big[1], torch.cat([values(r, 2, torch.float32, salt=2) for r in range(n)]), "coalesced all_gather_into_tensor, second")
+    dist.all_gather_into_tensor(outs[1], ins[1])
+    same(outs[1], torch.stack([values(r, 3, torch.int32) for r in range(n)]), "all_gather_into_tensor into a 2-D tensor")
+    for op in ("sum", "max", "avg"):
+        full = [values(rank, 4 * n, torch.float64, salt=3), values(rank, 3 * n, torch.float64, salt=4)]
+        mine = [torch.empty(4, dtype=torch.float64), torch.empty(3, dtype=torch.float64)]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for o, i in zip(mine, full):
+                dist.reduce_scatter_tensor(o, i, op=OPS[op])
+        cm.wait()
+        for o, c, salt in zip(mine, (4, 3), (3, 4)):
+            want = reference([values(r, c * n, torch.float64, salt=salt) for r in range(n)], op, torch.float64)
+            same(o, want[rank * c:(rank + 1) * c], f"coalesced reduce_scatter_tensor {op} x{c}", exact=(op != "avg"))
+    t = torch.empty(5)
+    dist.reduce_scatter_tensor(t, values(rank, 5 * n, torch.float32, salt=5))
+    same(t, reference([values(r, 5 * n, torch.float32, salt=5) for r in range(n)], "sum", torch.float32)[rank * 5:rank * 5 + 5],
+         "reduce_scatter_tensor")
+    # what torch checks ranks by: the group's sequence number, alike on every rank
+    backend = backend_of(None)
+    seq = torch.tensor([backend._get_sequence_number_for_group()])
+    seqs = [torch.zeros(1, dtype=torch.int64) for _ in range(n)]
+    dist.all_gather(seqs, seq, group=gloo)
+    if any(int(x) != int(seq) for x in seqs) or int(seq) == 0:
+        raise AssertionError(f"sequence numbers differ or did not count: {[int(x) for x in seqs]}")
+    return f"tensor forms: all_gather_into_tensor, reduce_scatter_tensor and their coalesced batches; sequence number {int(seq)} on every rank"
+
+
 def check_subgroups(rank, n, gloo):
     members = list(range(0, n, 2)) if n > 2 else [0, 1]
     sub = dist.new_group(members)  # every rank calls new_group, members or not
@@ -236,8 +286,23 @@ def check_subgroups(rank, n, gloo):
         t = torch.ones(2)
         dist.all_reduce(t, group=odd)
         same(t, torch.ones(2) * (n - len(members)), "all_reduce on the other subgroup")
+    # dist.split_group: the parent's ranks in two halves, the second in reverse
+    # order (a group's rank follows the order given)
+    low, high = list(range((n + 1) // 2 - 1, -1, -1)), list(range(n - 1, (n + 1) // 2 - 1, -1))
+    half = dist.split_group(split_ranks=[low, high])
+    mine = low if rank in low else high
+    if type(backend_of(half)).__name__ != "ProcessGroupRingtree":
+        raise AssertionError(f"split_group made a {type(backend_of(half)).__name__}, not ringtree's backend")
+    if dist.get_rank(half) != mine.index(rank) or dist.get_world_size(half) != len(mine):
+        raise AssertionError(f"split_group: rank {dist.get_rank(half)} of {dist.get_world_size(half)}, want {mine.index(rank)} of {len(mine)}")
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t, group=half)
+    same(t, torch.tensor([float(sum(r + 1 for r in mine))]), f"all_reduce on split group {mine}")
+    g = torch.empty(len(mine))
+    dist.all_gather_into_tensor(g, torch.tensor([float(rank)]), group=half)
+    same(g, torch.tensor([float(r) for r in mine]), f"all_gather on split group {mine} (in the order given)")
     dist.barrier()
-    return f"subgroups: {members} and the rest"
+    return f"subgroups: new_group {members} and the rest; split_group {low} and {high}"
 
 
 def check_errors(rank, n, gloo):
@@ -246,7 +311,8 @@ def check_errors(rank, n, gloo):
     dist.all_reduce(z)
     same(z, torch.complex(torch.ones(4) * sum(range(n)), torch.ones(4) * n), "all_reduce of complex64")
     # a type ringtree does not carry, and a sparse tensor: raised on every rank, before anything moves
-    for bad, words in [(torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8), "not supported"),
+    # (torch itself refuses quantized tensors before any backend sees them)
+    for bad, words in [(torch.ones(4, dtype=torch.uint32), "not supported"),
                        (torch.ones(4).to_sparse(), "sparse")]:
         try:
             dist.all_reduce(bad)
@@ -349,7 +415,7 @@ def check_faults(rank, n, gloo):
     return f"faults: a stalled rank {last}, then a dead one, raise naming it"
 
 
-CHECKS = {"collectives": check_collectives, "async": check_async, "subgroups": check_subgroups,
+CHECKS = {"collectives": check_collectives, "tensor_forms": check_tensor_forms, "async": check_async, "subgroups": check_subgroups,
           "errors": check_errors, "ddp": check_ddp, "faults": check_faults}  # faults last: it ends the group
 
 
@@ -359,9 +425,9 @@ def worker(rank, n, port, only, module_dir):
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("ringtree", rank=rank, world_size=n, timeout=datetime.timedelta(seconds=60))
-    pg = dist.distributed_c10d._get_default_group()
-    if not str(getattr(pg, "transport", "")).startswith(("shm", "mpi", "cluster")):
-        raise AssertionError(f"the default group is not ringtree's: {pg!r}")
+    pg = backend_of(None)
+    if not str(getattr(pg, "transport", "")).startswith(("shm", "mpi", "cluster")) or dist.get_backend() != "ringtree":
+        raise AssertionError(f"the default group is not ringtree's: {pg!r}, {dist.get_backend()}")
     gloo = dist.new_group(backend="gloo")
     for name, fn in CHECKS.items():
         if (only and name != only) or (not only and name == "faults"):

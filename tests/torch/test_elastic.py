@@ -78,18 +78,16 @@ def free_port():
 
 
 def torchrun(tmp, name, args, max_restarts=0):
-    """One job under torchrun (python -m torch.distributed.run is the
-    torchrun command), on its own rendezvous port and log directory."""
+    """One job under torchrun (the environment's own command, as a user
+    types it), on its own rendezvous port and log directory."""
     logdir = os.path.join(tmp, name)
     os.mkdir(logdir)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{free_port()}", "--rdzv_id", name,
-           "--max_restarts", str(max_restarts), "--monitor_interval", "5", "--log_dir", os.path.join(logdir, "agent"),
-           # torch 1.13's torchrun on Python 3.11 fails on its default
-           # "--redirects 0" (an upstream bug); redirecting and teeing
-           # stderr (2) works everywhere and changes nothing else
-           "--redirects", "2", "--tee", "2",
-           os.path.abspath(__file__), "--worker", EXAMPLE, logdir] + args
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    launcher = [torchrun] if os.path.exists(torchrun) else [sys.executable, "-m", "torch.distributed.run"]
+    cmd = launcher + ["--nnodes", "1", "--nproc_per_node", "2",
+                      "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{free_port()}", "--rdzv_id", name,
+                      "--max_restarts", str(max_restarts), "--monitor_interval", "5", "--log_dir", os.path.join(logdir, "agent"),
+                      os.path.abspath(__file__), "--worker", EXAMPLE, logdir] + args
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     print(f"torchrun {name}: exit {r.returncode} in {time.time() - t0:.1f} s")
