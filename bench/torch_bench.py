@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """torch.distributed on "ringtree" against "gloo", in one run.
 
-    /usr/bin/python3 bench/torch_bench.py [--ranks 2] [--max-mib 256] [--rounds 5] [--steps 3] [--batches 1,8,32]
+    build/torch-venv/bin/python bench/torch_bench.py [--ranks 2] [--max-mib 256] [--rounds 5] [--steps 3] [--batches 1,8,32]
+                                                     [--calls all_reduce,all_gather_into_tensor,reduce_scatter_tensor]
 
-Rows 1..: dist.all_reduce (SUM) of float32 tensors from 4 KiB to --max-mib,
+Rows 1..: dist.all_reduce (SUM), all_gather_into_tensor and
+reduce_scatter_tensor of float32 tensors from 4 KiB to --max-mib,
 each size timed on both backends in alternating rounds (a round: a batch
 of calls, timed on every rank, the slowest rank's mean counts; the
 median of --rounds rounds is shown). Then DDP training steps of an MLP
@@ -53,23 +55,31 @@ def worker(rank, n, port, a, module_dir):
     dist.init_process_group("ringtree", rank=rank, world_size=n)
     groups = {"gloo": dist.new_group(backend="gloo"), "ringtree": dist.new_group(backend="ringtree")}
     say = (lambda *x: print(*x, flush=True)) if rank == 0 else (lambda *x: None)
+    transport = groups["ringtree"]._get_backend(torch.device("cpu")).transport
     say(f"# torch {torch.__version__}, {n} ranks on one host, ringtree transport "
-        f"{groups['ringtree'].transport}; times: median of {a.rounds} rounds, slowest rank")
-    say(f"# {'what':>28} {'gloo(us)':>12} {'ringtree(us)':>12} {'ratio':>7}")
-    size = 4096
-    while size <= a.max_mib << 20:
-        t = torch.ones(size // 4)
-        iters = max(2, min(200, (8 << 20) // size))
-        times = {b: [] for b in groups}
-        for b, g in groups.items():  # warm-up: connections, pages, automatic's choices
-            timed(lambda: dist.all_reduce(t, group=g), g, 2)
-        for _ in range(a.rounds):
-            for b, g in groups.items():
-                times[b].append(timed(lambda: dist.all_reduce(t, group=g), g, iters))
-        gl, rt = statistics.median(times["gloo"]) * 1e6, statistics.median(times["ringtree"]) * 1e6
-        label = f"all_reduce {size >> 10} KiB" if size < 1 << 20 else f"all_reduce {size >> 20} MiB"
-        say(f"  {label:>28} {gl:12.1f} {rt:12.1f} {gl / rt:7.2f}")
-        size *= 4
+        f"{transport}; times: median of {a.rounds} rounds, slowest rank")
+    say(f"# {'what':>36} {'gloo(us)':>12} {'ringtree(us)':>12} {'ratio':>7}")
+    # size: the larger buffer (all_gather's output, reduce_scatter's input),
+    # as nccl-tests counts
+    calls = {"all_reduce": lambda t, out, g: dist.all_reduce(t, group=g),
+             "all_gather_into_tensor": lambda t, out, g: dist.all_gather_into_tensor(out, t[:t.numel() // n], group=g),
+             "reduce_scatter_tensor": lambda t, out, g: dist.reduce_scatter_tensor(out[:t.numel() // n], t, group=g)}
+    for name in a.calls:
+        call = calls[name]
+        size = 4096
+        while size <= a.max_mib << 20:
+            t, out = torch.ones(size // 4), torch.empty(size // 4)
+            iters = max(2, min(200, (8 << 20) // size))
+            times = {b: [] for b in groups}
+            for b, g in groups.items():  # warm-up: connections, pages, automatic's choices
+                timed(lambda: call(t, out, g), g, 2)
+            for _ in range(a.rounds):
+                for b, g in groups.items():
+                    times[b].append(timed(lambda: call(t, out, g), g, iters))
+            gl, rt = statistics.median(times["gloo"]) * 1e6, statistics.median(times["ringtree"]) * 1e6
+            label = f"{name} {size >> 10} KiB" if size < 1 << 20 else f"{name} {size >> 20} MiB"
+            say(f"  {label:>36} {gl:12.1f} {rt:12.1f} {gl / rt:7.2f}")
+            size *= 4
     # DDP: training steps of the MLP at each per-rank batch size; "floor" is
     # DDP with a comm hook that communicates nothing (what the step costs
     # without any all-reduce), so step - floor is the communication the
@@ -116,6 +126,8 @@ def main():
     ap.add_argument("--max-mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=3, help="DDP steps per round")
+    ap.add_argument("--calls", type=lambda v: v.split(","), default=["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"],
+                    help="collectives of the size rows (default all_reduce,all_gather_into_tensor,reduce_scatter_tensor)")
     ap.add_argument("--batches", type=lambda v: [int(b) for b in v.split(",")], default=[1, 8, 32],
                     help="per-rank batch sizes of the DDP rows (default 1,8,32)")
     ap.add_argument("--module-dir", default=os.environ.get("RINGTREE_TORCH_PATH", os.path.join(here, "..", "build", "python")))

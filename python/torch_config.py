@@ -40,7 +40,7 @@ def main():
     # (torch's own helper; releases that still tag pybind11's ABI return the
     # tags, later ones nothing)
     pybind = getattr(cpp_extension, "_get_pybind11_abi_build_flags", lambda: [])
-    flags += [f for f in pybind() if f.startswith("-D")]
+    flags += [f.replace('\\"', '"') for f in pybind() if f.startswith("-D")]  # (quoted there for a shell)
     print(torch.__version__)
     print(" ".join(flags))
     print("|".join(cpp_extension.include_paths()))

@@ -96,6 +96,17 @@ def backend_of(group):
     return pg._get_backend(torch.device("cpu"))
 
 
+def splits_cpu_groups(gloo):
+    """Whether dist.split_group splits a CPU group on this torch: tried on gloo's."""
+    try:
+        dist.split_group(parent_pg=gloo, split_ranks=[list(range(dist.get_world_size()))])
+        return True
+    except RuntimeError as e:
+        if "split" not in str(e):
+            raise
+        return False
+
+
 # ---------------------------------------------------------------- checks
 
 def check_collectives(rank, n, gloo):
@@ -287,8 +298,12 @@ def check_subgroups(rank, n, gloo):
         dist.all_reduce(t, group=odd)
         same(t, torch.ones(2) * (n - len(members)), "all_reduce on the other subgroup")
     # dist.split_group: the parent's ranks in two halves, the second in reverse
-    # order (a group's rank follows the order given)
+    # order (a group's rank follows the order given); where this torch
+    # splits gloo's CPU groups (2.8 on: 2.6 splits only a group bound to a GPU)
     low, high = list(range((n + 1) // 2 - 1, -1, -1)), list(range(n - 1, (n + 1) // 2 - 1, -1))
+    if not splits_cpu_groups(gloo):
+        dist.barrier()
+        return f"subgroups: new_group {members} and the rest (this torch splits no CPU group, gloo's neither)"
     half = dist.split_group(split_ranks=[low, high])
     mine = low if rank in low else high
     if type(backend_of(half)).__name__ != "ProcessGroupRingtree":
