@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch's DDP tutorial program, on any torch.distributed backend.
 
-    /usr/bin/python3 examples/torch_ddp.py ringtree   # or: gloo
-    /usr/bin/python3 examples/torch_ddp.py ringtree --ranks 3 --epochs 4
-    torchrun --nproc_per_node 2 examples/torch_ddp.py ringtree --checkpoint ckpt.pt
+    python examples/torch_ddp.py ringtree   # or: gloo (python: one with torch 2.x, e.g. build/torch-venv/bin/python)
+    python examples/torch_ddp.py ringtree --ranks 3 --epochs 4
+    torchrun --standalone --nproc_per_node 2 examples/torch_ddp.py ringtree --checkpoint ckpt.pt
 
 ToyModel (Linear(10,10) -> ReLU -> Linear(10,5)) trained with SGD under
 DistributedDataParallel on a small random dataset split by a
