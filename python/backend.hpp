@@ -165,12 +165,54 @@ class group {
 
   result allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) {
     const std::string call = "all_reduce";
+    if (ts.size() == 1 && ts[0].defined() && ts[0].is_sparse()) return allreduce_sparse(ts, o);  // (torch sends them here, as to gloo)
     auto x = prepare(only(ts, call, rank()), call, rank());
     const op ro = to_op(o.reduceOp, x.user.scalar_type(), call, rank());
     return typed(x.user.scalar_type(), call, [&]<class E>() {
       return launch(coll_, c10d::OpType::ALLREDUCE, {x.user}, [this, x, ro] {
         coll_.allreduce(x.template span<E>(), ro);
         x.copy_back();
+      });
+    });
+  }
+  // A sparse (COO) tensor's sum, as gloo computes it: every rank's entries
+  // gathered (padded to the largest count), concatenated in rank order and
+  // coalesced (duplicate indices summed), then put in place of the input.
+  result allreduce_sparse(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) {
+    const std::string call = "all_reduce (sparse)";
+    const at::Tensor x = only(ts, call, rank());
+    if (!x.is_sparse() || !x.device().is_cpu()) fail(call, rank(), "takes a sparse COO tensor on the CPU");
+    if (o.reduceOp.op_ != c10d::ReduceOp::SUM)
+      fail(call, rank(), "ReduceOp " + std::to_string(int(o.reduceOp.op_)) + " of a sparse tensor: only SUM is supported (as in gloo)");
+    return typed(x.scalar_type(), call, [&]<class E>() {
+      return launch(coll_, c10d::OpType::ALLREDUCE, {x}, [this, x] {
+        const at::Tensor mine = x.coalesce();
+        const operand nnz{at::Tensor(), at::empty({size()}, at::kLong)};
+        const operand one{at::Tensor(), at::full({1}, mine._nnz(), at::kLong)};
+        coll_.allgather(std::span<const int64_t>(one.template span<int64_t>()), nnz.template span<int64_t>());
+        const int64_t most = nnz.flat.max().item<int64_t>();
+        auto padded = [&](const at::Tensor& t, int64_t dim) {  // t's entries along dim, padded to `most`
+          auto sizes = t.sizes().vec();
+          sizes[dim] = most - t.size(dim);
+          return at::cat({t, at::zeros(sizes, t.options())}, dim).contiguous();
+        };
+        auto gather = [&]<class T>(const at::Tensor& t, int64_t dim) {  // every rank's t, padded, stacked
+          const operand in{at::Tensor(), padded(t, dim)};
+          auto shape = in.flat.sizes().vec();
+          shape.insert(shape.begin(), size());
+          const operand all{at::Tensor(), at::empty(shape, in.flat.options())};
+          coll_.allgather(std::span<const T>(in.template span<T>()), all.template span<T>());
+          return all.flat;
+        };
+        const at::Tensor idx = gather.template operator()<int64_t>(mine._indices(), 1);
+        const at::Tensor val = gather.template operator()<E>(mine._values(), 0);
+        std::vector<at::Tensor> idxs, vals;
+        for (int r = 0; r < size(); ++r) {
+          const int64_t k = nnz.flat[r].item<int64_t>();
+          idxs.push_back(idx[r].narrow(1, 0, k));
+          vals.push_back(val[r].narrow(0, 0, k));
+        }
+        x.copy_(at::sparse_coo_tensor(at::cat(idxs, 1), at::cat(vals, 0), x.sizes()).coalesce());
       });
     });
   }

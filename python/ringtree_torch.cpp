@@ -111,8 +111,8 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
 // there, so one source serves every supported release.
 class process_group final : public c10d::Backend {
  public:
-  process_group(int rank, int size, any_group g, std::chrono::milliseconds timeout)
-      : c10d::Backend(rank, size), g_(std::move(g)), timeout_(timeout) {}
+  process_group(int rank, int size, any_group g, std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Store> store)
+      : c10d::Backend(rank, size), g_(std::move(g)), timeout_(timeout), store_(std::move(store)) {}
   const std::string getBackendName() const override { return "ringtree"; }
   std::string transport() const {
     return std::visit([](auto& g) { return g->transport(); }, g_);
@@ -139,12 +139,57 @@ class process_group final : public c10d::Backend {
     return create(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), opts ? opts->timeout : timeout_);
   }
 
+  // dist.monitored_barrier, as gloo keeps it: every other rank reports to
+  // rank 0 and waits for its release; rank 0 waits for the reports within
+  // the timeout and names the ranks that did not come (the first one, or
+  // all with wait_all_ranks). Kept in the group's store, not the
+  // transport: a rank that never comes must leave no half-matched message.
+  void monitoredBarrier(const c10d::BarrierOptions& o, bool wait_all) override {
+    const auto timeout = o.timeout;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const std::string at = "ringtree/monitored/" + std::to_string(monitored_++) + "/";
+    const std::string ms = std::to_string(timeout.count()) + " ms";
+    auto arrived = [&](int r) { return store_->check({at + std::to_string(r)}); };
+    auto wait_until = [&](auto ready) {
+      while (!ready()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return true;
+    };
+    if (getRank() != 0) {
+      set_string(*store_, at + std::to_string(getRank()), "1");
+      if (!wait_until([&] { return store_->check({at + "released"}); }))
+        fail("monitored_barrier", getRank(), "Rank " + std::to_string(getRank()) +
+                 " successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0 "
+                 "(no release within " + ms + "). Please check rank 0 logs for faulty rank.");
+      return;
+    }
+    if (timeout.count() <= 0)
+      fail("monitored_barrier", 0, "Rank 0 timed out in monitoredBarrier after " + ms + " (the timeout was spent before any rank was waited for)");
+    std::vector<int> missing;
+    for (int r = 1; r < getSize(); ++r) {
+      if (wait_until([&] { return arrived(r); })) continue;  // (past the deadline: one look)
+      if (!wait_all) fail("monitored_barrier", 0, "Rank " + std::to_string(r) + " failed to pass monitoredBarrier in " + ms);
+      missing.push_back(r);
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      fail("monitored_barrier", 0, (missing.size() > 1 ? "Ranks " : "Rank ") + list + " failed to pass monitoredBarrier in " + ms);
+    }
+    set_string(*store_, at + "released", "1");
+  }
+
 #define RINGTREE_FORWARD(...) return std::visit([&](auto& g) { return g->__VA_ARGS__; }, g_)
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
     RINGTREE_FORWARD(broadcast(t, o));
   }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t, const c10d::AllreduceOptions& o) override {
     RINGTREE_FORWARD(allreduce(t, o));
+  }
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& t, const c10d::AllreduceOptions& o) override {
+    RINGTREE_FORWARD(allreduce_sparse(t, o));
   }
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
                                                      const c10d::AllreduceCoalescedOptions& o) override {
@@ -214,6 +259,8 @@ class process_group final : public c10d::Backend {
  private:
   any_group g_;
   std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  uint64_t monitored_ = 0;  // monitored barriers so far: their keys apart
 };
 
 // MPI started by this module is finalized at exit (groups still alive
@@ -282,7 +329,7 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
     using C = comm_over<ringtree::shm_transport>;
     auto g = std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), "shm");
     formed(*store, rank, size, seconds);
-    return c10::make_intrusive<process_group>(rank, size, std::move(g), timeout);
+    return c10::make_intrusive<process_group>(rank, size, std::move(g), timeout, store);
   }
 #ifdef RINGTREE_TORCH_MPI
   if (!under_mpirun)
@@ -321,7 +368,7 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
                                                                     : "cluster (" + coll->layout().describe() + " hosts)";
   auto made = std::make_unique<mpi_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), how);
   formed(*store, rank, size, seconds);
-  return c10::make_intrusive<process_group>(rank, size, std::move(made), timeout);
+  return c10::make_intrusive<process_group>(rank, size, std::move(made), timeout, store);
 #else
   (void)under_mpirun;
   fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=mpi, but ringtree_torch was built without MPI"

@@ -325,10 +325,10 @@ def check_errors(rank, n, gloo):
     z = torch.complex(torch.ones(4) * rank, torch.ones(4))
     dist.all_reduce(z)
     same(z, torch.complex(torch.ones(4) * sum(range(n)), torch.ones(4) * n), "all_reduce of complex64")
-    # a type ringtree does not carry, and a sparse tensor: raised on every rank, before anything moves
-    # (torch itself refuses quantized tensors before any backend sees them)
-    for bad, words in [(torch.ones(4, dtype=torch.uint32), "not supported"),
-                       (torch.ones(4).to_sparse(), "sparse")]:
+    # a type ringtree does not carry: raised on every rank, before anything moves
+    # (torch itself refuses quantized tensors before any backend sees them;
+    # sparse ones are summed: check_gloo_extras)
+    for bad, words in [(torch.ones(4, dtype=torch.uint32), "not supported")]:
         try:
             dist.all_reduce(bad)
             raise AssertionError(f"all_reduce of {bad.dtype} {bad.layout} did not raise")
@@ -353,6 +353,51 @@ def check_errors(rank, n, gloo):
     dist.all_reduce(t)
     same(t, torch.ones(3) * n, "all_reduce after the errors")
     return "errors: unsupported dtype and op, mismatched shapes raise on every rank; the group goes on"
+
+
+def check_gloo_extras(rank, n, gloo):
+    """The Backend functions of torch 2.x that gloo has beyond the collectives:
+    sparse all_reduce (against gloo, bitwise) and monitored_barrier (its
+    verdicts and gloo's words)."""
+    for dtype in (torch.float32, torch.float64, torch.int64):
+        # overlapping entries: every rank has (0, 0) and its own (rank, 1 + rank)
+        idx = torch.tensor([[0, rank, 1], [0, 1 + rank, 2]])
+        val = torch.tensor([1.5 + rank, 2.25 * rank, -1.0]).to(dtype)
+        mk = lambda: torch.sparse_coo_tensor(idx, val, (n + 1, n + 2))  # noqa: E731
+        ours, theirs = mk(), mk()
+        dist.all_reduce(ours)
+        dist.all_reduce(theirs, group=gloo)
+        want = sum(torch.sparse_coo_tensor(torch.tensor([[0, r, 1], [0, 1 + r, 2]]),
+                                           torch.tensor([1.5 + r, 2.25 * r, -1.0]).to(dtype), (n + 1, n + 2)).to_dense()
+                   for r in range(n))
+        same(ours.to_dense(), want, f"sparse all_reduce {dtype}")
+        same(ours.to_dense(), theirs.to_dense(), f"sparse all_reduce {dtype} (vs gloo)")
+        if not ours.is_sparse:
+            raise AssertionError("sparse all_reduce: the result is no longer sparse")
+    try:
+        dist.all_reduce(torch.ones(3).to_sparse(), op=dist.ReduceOp.MAX)
+        raise AssertionError("sparse all_reduce with MAX did not raise")
+    except RuntimeError as e:
+        if "SUM" not in str(e):
+            raise AssertionError(f"sparse MAX: unclear error: {e}")
+    # every rank comes: passes (twice, and waiting for all)
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
+    # the last rank stays away (on a group of its own, so that the others'
+    # count of monitored barriers goes on alike)
+    g = dist.new_group(backend="ringtree")
+    late = n - 1
+    if rank != late:
+        try:
+            dist.monitored_barrier(group=g, timeout=datetime.timedelta(seconds=1), wait_all_ranks=(rank == 0 and n > 2))
+            raise AssertionError("monitored_barrier with a rank missing did not raise")
+        except RuntimeError as e:
+            want = f"Rank {late} failed to pass monitoredBarrier" if rank == 0 else \
+                f"Rank {rank} successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0"
+            if want not in str(e):
+                raise AssertionError(f"monitored_barrier on rank {rank}: want '{want}', got: {e}")
+    dist.barrier(group=gloo)
+    return "gloo's extras: sparse all_reduce (bitwise as gloo), monitored_barrier passing and naming the missing rank"
 
 
 class Net(nn.Module):
@@ -431,7 +476,7 @@ def check_faults(rank, n, gloo):
 
 
 CHECKS = {"collectives": check_collectives, "tensor_forms": check_tensor_forms, "async": check_async, "subgroups": check_subgroups,
-          "errors": check_errors, "ddp": check_ddp, "faults": check_faults}  # faults last: it ends the group
+          "errors": check_errors, "gloo_extras": check_gloo_extras, "ddp": check_ddp, "faults": check_faults}  # faults last: it ends the group
 
 
 def worker(rank, n, port, only, module_dir):
