@@ -16,6 +16,7 @@ ratio = gloo's time / ringtree's: above 1, ringtree is faster.
 Each rank runs torch with one thread (as many ranks as cores).
 """
 import argparse
+import gc
 import os
 import socket
 import statistics
@@ -117,6 +118,8 @@ def worker(rank, n, port, a, module_dir):
         fl, gl, rt = (statistics.median(times[b]) * 1e3 for b in ("floor", "gloo", "ringtree"))
         say(f"  {'DDP step, B=' + str(batch):>28} {gl:12.1f} {rt:12.1f} {gl / rt:7.2f} {rt / gl:8.2f} {fl:10.1f} "
             f"{gl - fl:13.1f} {rt - fl:11.1f}")
+        del runs
+    gc.collect()  # (DDP's cycles and gloo's works end here, not while Python shuts down)
     dist.destroy_process_group()
 
 

@@ -10,6 +10,7 @@ Exits 77 (meson's skip) where torch cannot be imported.
 """
 import argparse
 import datetime
+import gc
 import os
 import socket
 import sys
@@ -500,6 +501,9 @@ def worker(rank, n, port, only, module_dir):
         if rank == 0:
             print(f"ok {n} ranks ({pg.transport}): {msg} [{time.time() - t0:.1f} s]", flush=True)
     if only != "faults":
+        # (gloo's workers abort the process if its last works die while Python shuts down:
+        # models with reference cycles (DDP, FSDP) go now, then the groups)
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -19,6 +19,7 @@ returned wrong numbers with exit 0.
 Exits 77 (meson's skip) where torch cannot be imported.
 """
 import datetime
+import gc
 import os
 import socket
 import subprocess
@@ -87,6 +88,7 @@ def spawned(rank, n, port, module_dir):
             raise AssertionError(f"uneven all_to_all_single: got {ours.tolist()} want {want.tolist()}")
         if rank == 0:
             print(f"ok uneven-all-to-all: splits {ins} (totals differ by rank), exact and as gloo", flush=True)
+        gc.collect()  # (gloo's works end here, not while Python shuts down)
         dist.destroy_process_group()
     except Exception:
         raise AssertionError(f"rank {rank}:\n{traceback.format_exc()}")

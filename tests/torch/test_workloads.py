@@ -25,6 +25,7 @@ case used has ringtree's backend behind its CPU tensors.
 """
 import argparse
 import datetime
+import gc
 import os
 import shutil
 import socket
@@ -230,6 +231,9 @@ def worker(rank, n, port, backend, names, module_dir, outdir):
             got = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
         torch.save(got, os.path.join(outdir, f"{backend}-{name}-{rank}.pt"))
     dist.barrier()
+    # (gloo's workers abort the process if its last works die while Python shuts down:
+    # models with reference cycles (DDP, FSDP) go now, then the groups)
+    gc.collect()
     dist.destroy_process_group()
 
 
