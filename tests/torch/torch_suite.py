@@ -22,6 +22,15 @@ import tempfile
 import time
 import unittest
 
+# What gloo passes and ringtree cannot, and why (torch's test bodies or
+# torch itself, not ringtree): listed in the comparison, not counted.
+GLOO_ONLY = {
+    **{f"test_accumulate_gradients_no_sync{v}": "the body picks the model by the backend's name (mpi, gloo, nccl): none for another"
+       for v in ("", "_grad_is_view", "_allreduce_hook", "_allreduce_with_then_hook")},
+    "test_ddp_logging_data_cpu": "expects DDP's log to name the backend; torch's ProcessGroup names every registered backend \"custom\"",
+}
+
+
 def compare(a_path, b_path):
     """Counts per outcome of two runs, and every test whose outcome differs."""
     runs = [json.load(open(p)) for p in (a_path, b_path)]
@@ -34,13 +43,17 @@ def compare(a_path, b_path):
             counts[o["outcome"]] = counts.get(o["outcome"], 0) + 1
         print(f"{r['backend']}: {len(r['outcomes'])} tests: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
     print(f"| test | {a} | {b} | {b}: why |\n|---|---|---|---|")
-    worse = 0
+    worse = argued = 0
     for n in names:
         x, y = out(runs[0], n), out(runs[1], n)
         if x["outcome"] != y["outcome"]:
-            print(f"| {n} | {x['outcome']} | {y['outcome']} | {y.get('why', '')[:160] if y['outcome'] != 'ok' else ''} |")
-            worse += x["outcome"] == "ok" and y["outcome"] != "ok"
-    print(f"# {worse} tests pass on {a} and not on {b}")
+            lost = x["outcome"] == "ok" and y["outcome"] != "ok"
+            gloo_only = lost and a == "gloo" and n in GLOO_ONLY
+            why = f"gloo-only: {GLOO_ONLY[n]}" if gloo_only else y.get("why", "")[:160] if y["outcome"] != "ok" else ""
+            print(f"| {n} | {x['outcome']} | {y['outcome']} | {why} |")
+            argued += gloo_only
+            worse += lost and not gloo_only
+    print(f"# {worse} tests pass on {a} and not on {b}" + (f" (and {argued} gloo-only ones, above)" if argued else ""))
     return 1 if worse else 0
 
 
@@ -124,10 +137,7 @@ GLOO_NAMED += ["test_barrier_timeout_group", "test_barrier_timeout_full_group",
 GLOO_NAMED += ["test_monitored_barrier_gloo", "test_monitored_barrier_gloo_subgroup", "test_monitored_barrier_gloo_rank_0_timeout",
                "test_monitored_barrier_failure_order", "test_monitored_barrier_wait_all_ranks", "test_sparse_all_reduce_sum",
                "test_grads_same_across_ranks_with_no_sync"]
-# Left gloo's: test_accumulate_gradients_no_sync* (their bodies pick the
-# model by the backend's name: none for another one), and
-# test_ddp_logging_data_cpu (it expects DDP's log to name the backend, and
-# torch's ProcessGroup names every registered backend "custom").
+# (left gloo's: GLOO_ONLY, above)
 if os.environ["BACKEND"] == "ringtree":
     for name in GLOO_NAMED:
         f = getattr(TestDistBackendWithSpawn, name, None)  # (not every torch has every case)
