@@ -286,11 +286,9 @@ class group {
     }
     return typed(ins[0].scalar_type(), call, [&]<class E>() {
       return launch(coll_, c10d::OpType::ALLGATHER_COALESCED, all_outs, [this, ins, outs] {
-        const operand f{at::Tensor(), flatten(ins)};
-        const int64_t each = f.flat.numel();
-        const operand all{at::Tensor(), at::empty({each * size()}, f.flat.options())};
-        coll_.allgather(std::span<const E>(f.template span<E>()), all.template span<E>());
-        for (int r = 0; r < size(); ++r) unflatten(all.flat.narrow(0, r * each, each), outs[r]);
+        const at::Tensor all = allgather_flat<E>(ins);
+        const int64_t each = all.numel() / size();
+        for (int r = 0; r < size(); ++r) unflatten(all.narrow(0, r * each, each), outs[r]);
       });
     });
   }
@@ -312,15 +310,13 @@ class group {
     pairs(outs, ins, size(), call);
     return typed(ins[0].scalar_type(), call, [&]<class E>() {
       return launch(coll_, c10d::OpType::COALESCED, outs, [this, ins, outs] {
-        const operand f{at::Tensor(), flatten(ins)};
-        const int64_t each = f.flat.numel();
-        const operand all{at::Tensor(), at::empty({each * size()}, f.flat.options())};
-        coll_.allgather(std::span<const E>(f.template span<E>()), all.template span<E>());
+        const at::Tensor all = allgather_flat<E>(ins);
+        const int64_t each = all.numel() / size();
         int64_t at = 0;
         for (std::size_t i = 0; i < ins.size(); ++i) {
           const int64_t n = ins[i].numel();
           const operand y = prepare(outs[i], "", rank());
-          for (int r = 0; r < size(); ++r) y.flat.view(-1).narrow(0, r * n, n).copy_(all.flat.narrow(0, r * each + at, n));
+          for (int r = 0; r < size(); ++r) y.flat.view(-1).narrow(0, r * n, n).copy_(all.narrow(0, r * each + at, n));
           y.copy_back();
           at += n;
         }
@@ -530,6 +526,15 @@ class group {
                                " x " + std::to_string(like.numel()) + ", got " + c10::toString(t.scalar_type()) + " x " +
                                std::to_string(t.numel()));
     }
+  }
+  // Every rank's `ins`, flattened, one after another in rank order (one
+  // all-gather; on the progress thread).
+  template <class E>
+  at::Tensor allgather_flat(const std::vector<at::Tensor>& ins) {
+    const operand f{at::Tensor(), flatten(ins)};
+    const operand all{at::Tensor(), at::empty({f.flat.numel() * size()}, f.flat.options())};
+    coll_.allgather(std::span<const E>(f.template span<E>()), all.template span<E>());
+    return all.flat;
   }
   // Queues `run` on the communicator's progress thread.
   template <class F>

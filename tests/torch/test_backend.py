@@ -10,12 +10,12 @@ Exits 77 (meson's skip) where torch cannot be imported.
 """
 import argparse
 import datetime
-import gc
 import os
-import socket
 import sys
 import time
 import traceback
+
+from common import backend_of, end_group, free_port  # (tests/torch/common.py)
 
 try:
     import torch
@@ -89,12 +89,6 @@ def gloo_agrees(gloo, fn, ringtree_result, what):
         raise
     same(ringtree_result, g, what + " (vs gloo)")
     return True
-
-
-def backend_of(group):
-    """ringtree's c10d::Backend behind a group's CPU tensors (None: the default group)."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    return pg._get_backend(torch.device("cpu"))
 
 
 def splits_cpu_groups(gloo):
@@ -501,16 +495,7 @@ def worker(rank, n, port, only, module_dir):
         if rank == 0:
             print(f"ok {n} ranks ({pg.transport}): {msg} [{time.time() - t0:.1f} s]", flush=True)
     if only != "faults":
-        # (gloo's workers abort the process if its last works die while Python shuts down:
-        # models with reference cycles (DDP, FSDP) go now, then the groups)
-        gc.collect()
-        dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+        end_group()
 
 
 def main():

@@ -22,11 +22,12 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from common import free_port  # (tests/torch/common.py)
 
 try:
     import torch
@@ -69,12 +70,6 @@ def worker(argv):
         record(a.logdir, "raised", error=f"{type(e).__name__}: {e}")
         raise
     record(a.logdir, "done")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(tmp, name, args, max_restarts=0):

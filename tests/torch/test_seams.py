@@ -19,14 +19,14 @@ returned wrong numbers with exit 0.
 Exits 77 (meson's skip) where torch cannot be imported.
 """
 import datetime
-import gc
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+
+from common import end_group, free_port  # (tests/torch/common.py)
 
 try:
     import torch
@@ -35,12 +35,6 @@ try:
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: torch is not importable with {sys.executable}: {e}")
     sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def init(rank, n, port, module_dir, seconds=20):
@@ -88,8 +82,7 @@ def spawned(rank, n, port, module_dir):
             raise AssertionError(f"uneven all_to_all_single: got {ours.tolist()} want {want.tolist()}")
         if rank == 0:
             print(f"ok uneven-all-to-all: splits {ins} (totals differ by rank), exact and as gloo", flush=True)
-        gc.collect()  # (gloo's works end here, not while Python shuts down)
-        dist.destroy_process_group()
+        end_group()
     except Exception:
         raise AssertionError(f"rank {rank}:\n{traceback.format_exc()}")
 

@@ -25,13 +25,13 @@ case used has ringtree's backend behind its CPU tensors.
 """
 import argparse
 import datetime
-import gc
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
+
+from common import backend_of, end_group, free_port  # (tests/torch/common.py)
 
 try:
     import torch
@@ -47,8 +47,7 @@ def ringtree_behind(group, backend):
     """Raises unless ringtree's backend serves `group`'s CPU tensors (in a ringtree run)."""
     if backend == "gloo":
         return
-    pg = group if group is not None else dist.group.WORLD
-    got = type(pg._get_backend(torch.device("cpu"))).__name__
+    got = type(backend_of(group)).__name__
     if got != "ProcessGroupRingtree":
         raise AssertionError(f"a group of the case runs on {got}, not on ringtree")
 
@@ -114,13 +113,16 @@ def case_fsdp2(rank, n, backend):
 
 def case_functional(rank, n, backend):
     import torch.distributed._functional_collectives as funcol
+    # (2.15 renamed the tensor forms *_single; 2.6 has only the old names)
+    gather = getattr(funcol, "all_gather_single", funcol.all_gather_tensor)
+    scatter = getattr(funcol, "reduce_scatter_single", funcol.reduce_scatter_tensor)
     group = dist.group.WORLD
     x = torch.arange(12, dtype=torch.float32).reshape(4, 3) * (rank + 1) + 0.25
     out = {
         "all_reduce": funcol.all_reduce(x, "sum", group),
         "all_reduce_max": funcol.all_reduce(x, "max", group),
-        "all_gather": funcol.all_gather_tensor(x, 0, group),
-        "reduce_scatter": funcol.reduce_scatter_tensor(x, "sum", 0, group),
+        "all_gather": gather(x, 0, group),
+        "reduce_scatter": scatter(x, "sum", 0, group),
         "all_to_all": funcol.all_to_all_single(x, None, None, group),
         "broadcast": funcol.broadcast(x, 1, group),
     }
@@ -130,8 +132,8 @@ def case_functional(rank, n, backend):
     # traced into the graph, run through the backend
     def step(t):
         s = funcol.all_reduce(t * 2, "sum", group)
-        g = funcol.all_gather_tensor(s + 1, 0, group)
-        return funcol.reduce_scatter_tensor(g.sin(), "sum", 0, group)
+        g = gather(s + 1, 0, group)
+        return scatter(g.sin(), "sum", 0, group)
 
     compiled = torch.compile(step, fullgraph=True)
     out["compiled"] = compiled(x).clone()
@@ -231,16 +233,7 @@ def worker(rank, n, port, backend, names, module_dir, outdir):
             got = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
         torch.save(got, os.path.join(outdir, f"{backend}-{name}-{rank}.pt"))
     dist.barrier()
-    # (gloo's workers abort the process if its last works die while Python shuts down:
-    # models with reference cycles (DDP, FSDP) go now, then the groups)
-    gc.collect()
-    dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+    end_group()
 
 
 def main():
