@@ -9,12 +9,15 @@
 #      MPI's, still right; RINGTREE_MPI=yes ends the job, naming it
 #   4. an MPI program built without ringtree (examples/mpi_collectives.c)
 #      prints the same with the layer preloaded as without it
-#   5. across emulated hosts (mpi/hosts.sh, 2x2): below
+#   5. MPI's promises: a bad RINGTREE_MPI_CROSS_BYTES ends the job, naming
+#      it; a rank without the layer ends the job with a message, not a hang;
+#      with LARGE=large, a 2 GiB MPI_Allgather of a derived datatype
+#   6. across emulated hosts (mpi/hosts.sh, 2x2): below
 #      RINGTREE_MPI_CROSS_BYTES MPI's, above it ringtree's; skipped where
 #      hosts.sh cannot make namespaces
-# usage: mpi_layer.sh LAYER_CHECK MPI_COLLECTIVES LIBRINGTREE_MPI.so HOSTS_SH
+# usage: mpi_layer.sh LAYER_CHECK MPI_COLLECTIVES LIBRINGTREE_MPI.so HOSTS_SH [large]
 set -u
-check=$1 plain=$2 lib=$3 hosts=$4
+check=$1 plain=$2 lib=$3 hosts=$4 large=${5:-}
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -33,7 +36,12 @@ for np in 2 3 4; do
   grep -q "cases, 0 wrong" "$tmp/out" || fail "layer_check np=$np did not report 0 wrong"
   for line in "of $np: MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): ringtree" \
               "of $np: MPI_Allreduce(1000 x MPI_UNSIGNED_LONG, MPI_PROD): ringtree" \
-              "of $np: MPI_Iallreduce(40000 x MPI_DOUBLE, MPI_MAX): ringtree" \
+              "of $np: MPI_Iallreduce(40000 x MPI_DOUBLE, MPI_SUM): ringtree" \
+              "of $np: MPI_Iallreduce(40000 x MPI_DOUBLE, MPI_MAX): MPI (MIN and MAX of floating point: MPI's NaN and signed-zero bytes)" \
+              "of $np: MPI_Allreduce(40000 x MPI_INT, MPI_MAX): ringtree" \
+              "of $np: MPI_Allreduce(10 x MPI_INT, MPI_SUM): MPI (the send buffer is the receive buffer, not MPI_IN_PLACE)" \
+              "of $np: MPI_Allreduce(10 x MPI_DATATYPE_NULL, MPI_SUM): MPI (MPI_DATATYPE_NULL)" \
+              "of $np: MPI_Allreduce(10 x MPI_INT, MPI_OP_NULL): MPI (MPI_OP_NULL)" \
               "of $np: MPI_Reduce(1000 x MPI_SHORT, MPI_MIN, root $((1000 % np))): ringtree" \
               "of $np: MPI_Reduce_scatter_block(1000 x MPI_UINT8_T, MPI_SUM): ringtree" \
               "of $np: MPI_Bcast(70000 x a derived datatype, root $(((70000 + 1) % np))): ringtree" \
@@ -54,7 +62,8 @@ for np in 2 3 4; do
   [ -z "$bad" ] || fail "layer_check np=$np: log lines not of the form 'ringtree-mpi: rank R of N: CALL(ARGS): PATH': $bad"
   # no other reason sent a call to MPI
   others=$(grep -o '): MPI (.*)$' "$tmp/log" | sort -u | grep -v -e 'an op ringtree does not have' -e 'a datatype ringtree does not reduce' \
-           -e 'one rank' -e 'an intercommunicator')
+           -e 'one rank' -e 'an intercommunicator' -e 'MIN and MAX of floating point' -e 'MPI_DATATYPE_NULL' -e 'MPI_OP_NULL' \
+           -e 'the send buffer is the receive buffer')
   [ -z "$others" ] || fail "layer_check np=$np: calls went to MPI for other reasons: $others"
 done
 
@@ -84,8 +93,33 @@ RINGTREE_MPI_LOG=1 logged 4 -x LD_PRELOAD="$lib" "$plain" >"$tmp/layer" || fail 
 [ "$(grep -c . "$tmp/plain")" -ge 24 ] || fail "mpi_collectives printed too little: $(cat "$tmp/plain")"
 diff "$tmp/plain" "$tmp/layer" || fail "mpi_collectives prints something else through the layer"
 has "$tmp/log" "of 4: MPI_Allreduce(1048576 x MPI_DOUBLE, MPI_SUM): ringtree" "mpi_collectives"
-has "$tmp/log" "of 2: MPI_Iallreduce(1048576 x MPI_DOUBLE, MPI_MIN): ringtree" "mpi_collectives"
+has "$tmp/log" "of 2: MPI_Iallreduce(1048576 x MPI_DOUBLE, MPI_MIN): MPI (MIN and MAX of floating point" "mpi_collectives"
 echo "mpi_collectives: the same $(wc -l <"$tmp/plain") lines with and without the layer"
+
+for v in 99999999999999999999999 -1 12x ""; do
+  [ -z "$v" ] && continue
+  out=$(RINGTREE_MPI_CROSS_BYTES=$v run 2 "$check" 2>&1); rc=$?
+  [ $rc -ne 0 ] || fail "RINGTREE_MPI_CROSS_BYTES=$v exited 0"
+  grep -qF "ringtree-mpi: RINGTREE_MPI_CROSS_BYTES=$v: expected a number of bytes" <<<"$out" || fail "no message for RINGTREE_MPI_CROSS_BYTES=$v: $(tail -5 <<<"$out")"
+done
+echo "a bad RINGTREE_MPI_CROSS_BYTES ends the job, naming it"
+
+# One rank without the layer (RINGTREE_MPI=0 there): the others' first call
+# on the communicator cannot meet it; they end the job after RINGTREE_TIMEOUT
+# with a message saying so, where plain MPI would hang.
+start=$SECONDS
+out=$(RINGTREE_TIMEOUT=3 run 1 env RINGTREE_MPI=0 "$check" : -np 1 "$check" 2>&1); rc=$?
+[ $rc -ne 0 ] || fail "a rank without the layer: exit 0"
+[ $rc -ne 124 ] || fail "a rank without the layer: the job hung (killed after 240 s)"
+grep -q "rank 1 of 2 has waited [0-9]* s in MPI_Allreduce, the first call the layer serves on this communicator, for every rank to join it; a rank without the layer (RINGTREE_MPI=0 there, or not preloaded) never does" <<<"$out" ||
+  fail "a rank without the layer: no message saying so: $(tail -8 <<<"$out")"
+echo "a rank without the layer: the job ends in $((SECONDS - start)) s (RINGTREE_TIMEOUT=3), saying why"
+
+if [ "$large" = large ]; then
+  out=$(run 2 "$check" --large 2>&1) || fail "a 2 GiB MPI_Allgather of a derived datatype: $(tail -8 <<<"$out")"
+  grep -q "cases, 0 wrong" <<<"$out" || fail "a 2 GiB MPI_Allgather of a derived datatype: $out"
+  echo "a 2 GiB MPI_Allgather of a derived datatype (2^31 + 14 elements): served, right"
+fi
 
 rm -rf "$tmp/ranks"
 RINGTREE_MPI_LOG=1 HOSTS_MPIRUN_ARGS="--output-filename $tmp/ranks" bash "$hosts" -l 2x2 "$check" --hosts >"$tmp/out" 2>"$tmp/mpirun.err"; rc=$?

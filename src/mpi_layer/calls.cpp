@@ -56,16 +56,42 @@ const char* refused_everywhere(MPI_Comm comm, comm_info*& info) {
   return nullptr;
 }
 
-// A reduction's refusal: what ringtree cannot reduce (every rank passes the
-// same datatype and op, so every rank decides alike).
+// A reduction's refusal: what ringtree cannot reduce with MPI's own
+// element rules, and what MPI would reject (so that MPI reports it). Every
+// rank passes the same datatype and op, so every rank decides alike.
+// MPI_MIN and MPI_MAX of floating point: Open MPI keeps `a > b ? a : b` in
+// the order its algorithm combines the ranks, so which NaN or which zero
+// comes out depends on that order; only MPI's own call gives MPI's bytes.
 const char* refused_reduction(int count, MPI_Datatype t, MPI_Op o) {
   if (count < 0) return "a negative count";
+  if (t == MPI_DATATYPE_NULL) return "MPI_DATATYPE_NULL";
+  if (o == MPI_OP_NULL) return "MPI_OP_NULL";
   if (!has_element(t)) return "a datatype ringtree does not reduce";
   if (!to_op(o)) return "an op ringtree does not have";
+  if ((o == MPI_MIN || o == MPI_MAX) && (t == MPI_FLOAT || t == MPI_DOUBLE)) return "MIN and MAX of floating point: MPI's NaN and signed-zero bytes";
   return nullptr;
+}
+// The same buffer as input and output without MPI_IN_PLACE is erroneous:
+// MPI decides what happens (Open MPI's MPI_Allreduce returns
+// MPI_ERR_BUFFER).
+const char* refused_alias(const void* sendbuf, const void* recvbuf, long count) {
+  return count > 0 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE ? "the send buffer is the receive buffer, not MPI_IN_PLACE" : nullptr;
 }
 const char* refused_root(int root, MPI_Comm comm) {
   return root < 0 || root >= info_of(comm).size ? "a root out of range" : nullptr;
+}
+// The data-moving calls' refusals (each rank may pass its own datatypes).
+const char* refused_movement(const void* sendbuf, int sendcount, MPI_Datatype sendtype, const void* recvbuf, int recvcount, MPI_Datatype recvtype) {
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  if (recvcount < 0 || (!in_place && sendcount < 0)) return "a negative count";
+  if (recvtype == MPI_DATATYPE_NULL || (!in_place && sendtype == MPI_DATATYPE_NULL)) return "MPI_DATATYPE_NULL";
+  return refused_alias(sendbuf, recvbuf, recvcount);
+}
+template <class... Why>
+const char* first_of(Why... why) {
+  const char* found = nullptr;
+  ((found = found ? found : why()), ...);
+  return found;
 }
 
 std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
@@ -86,7 +112,7 @@ int serve(const char* call, MPI_Comm comm, bool async, Bytes&& bytes, Refusal&& 
   layer_comm* lc = nullptr;
   if (!why) {
     try {
-      lc = &layer_of(comm, *info);
+      lc = &layer_of(comm, *info, call);
     } catch (const std::exception& e) {
       return raise(comm, call, e.what());
     }
@@ -106,13 +132,51 @@ int serve(const char* call, MPI_Comm comm, bool async, Bytes&& bytes, Refusal&& 
 
 using comm_t = communicator<cluster_transport>;
 
+// The handles a completion call was given (MPI sets those it completes to
+// MPI_REQUEST_NULL): copied only while a failed call's code is owed.
+class handles {
+ public:
+  handles(const MPI_Request* rs, int n) {
+    if (errors_owed()) copy_.assign(rs, rs + n);
+  }
+  const MPI_Request* data() const noexcept { return copy_.empty() ? nullptr : copy_.data(); }
+ private:
+  std::vector<MPI_Request> copy_;
+};
+
+// After an MPI completion call returned rc over n requests (`was` as they
+// were before it, null when nothing is owed): the code owed for the layer's
+// requests it completed. The forms that complete one (Wait, Test, the
+// "any" ones): its code, in `one` too. Those that complete several:
+// MPI_ERR_IN_STATUS, each of `many` (beside its index in `indices`, for
+// the "some" ones) saying its own.
+int owing(int n, const MPI_Request* was, const MPI_Request* now, int rc, MPI_Status* one, MPI_Status* many = nullptr,
+          const int* indices = nullptr, int reported = 0) {
+  if (was == nullptr || rc != MPI_SUCCESS || !errors_owed()) return rc;
+  int result = MPI_SUCCESS;
+  for (int i = 0; i < n; ++i) {
+    if (was[i] == MPI_REQUEST_NULL || now[i] != MPI_REQUEST_NULL) continue;  // not completed by this call
+    const int code = owed(was[i], true);
+    if (code == MPI_SUCCESS) continue;
+    if (many == nullptr) {
+      if (one != MPI_STATUS_IGNORE) one->MPI_ERROR = code;
+      result = code;
+      continue;
+    }
+    result = MPI_ERR_IN_STATUS;
+    const int slot = indices ? static_cast<int>(std::find(indices, indices + reported, i) - indices) : i;
+    if (many != MPI_STATUSES_IGNORE) many[slot].MPI_ERROR = code;
+  }
+  return result;
+}
 }  // namespace
 
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
   return serve("MPI_Allreduce", comm, false, [&] { return signature_bytes(count, t); },
-      [&] { return refused_reduction(count, t, o); }, [&] { return reduction_text(count, t, o); },
+      [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); },
+      [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
         with_element(t, [&]<class E>() {
@@ -126,7 +190,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t,
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm, MPI_Request* req) {
   return serve("MPI_Iallreduce", comm, true, [] { return std::size_t{0}; },
-      [&] { return refused_reduction(count, t, o); }, [&] { return reduction_text(count, t, o); },
+      [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); }, [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
         with_element(t, [&]<class E>() {
@@ -141,8 +205,11 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm) {
   return serve("MPI_Reduce", comm, false, [&] { return signature_bytes(count, t); },
       [&] {
-        const char* why = refused_reduction(count, t, o);
-        return why ? why : refused_root(root, comm);
+        // (at the root: recvbuf is used only there)
+        const bool at_root = info_of(comm).rank == root;
+        return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_root(root, comm); },
+                        [&] { return at_root ? refused_alias(sendbuf, recvbuf, count) : nullptr; },
+                        [&] { return !at_root && sendbuf == MPI_IN_PLACE ? "MPI_IN_PLACE on a rank that is not the root" : nullptr; });
       },
       [&] { return detail::cat(reduction_text(count, t, o), ", root ", root); },
       [&](comm_t& c) {
@@ -151,8 +218,6 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
           const auto n = static_cast<std::size_t>(count);
           const bool at_root = c.rank() == root;
           std::span<E> out = at_root ? std::span<E>(static_cast<E*>(recvbuf), n) : std::span<E>();
-          if (!at_root && sendbuf == MPI_IN_PLACE)
-            throw error("MPI_Reduce", c.rank(), detail::cat("MPI_IN_PLACE on rank ", c.rank(), ", which is not the root (", root, ")"));
           const E* in = at_root && sendbuf == MPI_IN_PLACE ? out.data() : static_cast<const E*>(sendbuf);
           c.reduce(std::span<const E>(in, n), out, root, ro);
         });
@@ -162,7 +227,8 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
   return serve("MPI_Reduce_scatter_block", comm, false, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
-      [&] { return refused_reduction(recvcount, t, o); }, [&] { return reduction_text(recvcount, t, o); },
+      [&] { return first_of([&] { return refused_reduction(recvcount, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, recvcount); }); },
+      [&] { return reduction_text(recvcount, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
         with_element(t, [&]<class E>() {
@@ -181,7 +247,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
   return serve("MPI_Bcast", comm, false, [&] { return signature_bytes(count, t); },
-      [&] { return count < 0 ? "a negative count" : refused_root(root, comm); },
+      [&] { return count < 0 ? "a negative count" : t == MPI_DATATYPE_NULL ? "MPI_DATATYPE_NULL" : refused_root(root, comm); },
       [&] { return detail::cat(count, " x ", type_name(t), ", root ", root); },
       [&](comm_t& c) {
         bytes_of b(buf, count, t, comm, c.rank() == root);
@@ -193,7 +259,7 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   return serve("MPI_Allgather", comm, false, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
-      [&]() -> const char* { return recvcount < 0 || (sendbuf != MPI_IN_PLACE && sendcount < 0) ? "a negative count" : nullptr; },
+      [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " from each rank"); },
       [&](comm_t& c) {
         const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -212,7 +278,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   return serve("MPI_Alltoall", comm, false, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
-      [&]() -> const char* { return recvcount < 0 || (sendbuf != MPI_IN_PLACE && sendcount < 0) ? "a negative count" : nullptr; },
+      [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " to and from each rank"); },
       [&](comm_t& c) {
         bytes_of out(recvbuf, long{recvcount} * c.size(), recvtype, comm, sendbuf == MPI_IN_PLACE);
@@ -236,47 +302,68 @@ int MPI_Barrier(MPI_Comm comm) {
 // ---- completing Iallreduce's requests, whichever call asks ----
 
 int MPI_Wait(MPI_Request* r, MPI_Status* s) {
-  if (ours(*r)) settle(*r, true);
-  return PMPI_Wait(r, s);
+  const MPI_Request was = *r;
+  if (ours(was)) settle(was, true);
+  return owing(1, &was, r, PMPI_Wait(r, s), s);
 }
 int MPI_Test(MPI_Request* r, int* flag, MPI_Status* s) {
-  if (ours(*r)) settle(*r, false);
-  return PMPI_Test(r, flag, s);
+  const MPI_Request was = *r;
+  if (ours(was)) settle(was, false);
+  return owing(1, &was, r, PMPI_Test(r, flag, s), s);
+}
+// (MPI_Request_get_status leaves the request to Wait or Test, and so its code)
+int MPI_Request_get_status(MPI_Request r, int* flag, MPI_Status* s) {
+  if (ours(r)) settle(r, false);
+  const int rc = PMPI_Request_get_status(r, flag, s);
+  const int code = rc == MPI_SUCCESS && *flag ? owed(r, false) : MPI_SUCCESS;
+  if (code != MPI_SUCCESS && s != MPI_STATUS_IGNORE) s->MPI_ERROR = code;
+  return code != MPI_SUCCESS ? code : rc;
 }
 int MPI_Waitall(int n, MPI_Request rs[], MPI_Status ss[]) {
   settle_all(rs, n, true);
-  return PMPI_Waitall(n, rs, ss);
+  const handles was(rs, n);
+  return owing(n, was.data(), rs, PMPI_Waitall(n, rs, ss), MPI_STATUS_IGNORE, ss);
 }
 int MPI_Testall(int n, MPI_Request rs[], int* flag, MPI_Status ss[]) {
   settle_all(rs, n, false);
-  return PMPI_Testall(n, rs, flag, ss);
+  const handles was(rs, n);
+  return owing(n, was.data(), rs, PMPI_Testall(n, rs, flag, ss), MPI_STATUS_IGNORE, ss);
 }
 int MPI_Testany(int n, MPI_Request rs[], int* index, int* flag, MPI_Status* s) {
   settle_all(rs, n, false);
-  return PMPI_Testany(n, rs, index, flag, s);
+  const handles was(rs, n);
+  return owing(n, was.data(), rs, PMPI_Testany(n, rs, index, flag, s), s);
 }
 int MPI_Testsome(int n, MPI_Request rs[], int* outcount, int indices[], MPI_Status ss[]) {
   settle_all(rs, n, false);
-  return PMPI_Testsome(n, rs, outcount, indices, ss);
+  const handles was(rs, n);
+  const int rc = PMPI_Testsome(n, rs, outcount, indices, ss);
+  return owing(n, was.data(), rs, rc, MPI_STATUS_IGNORE, ss, indices, *outcount);
 }
 // Waiting for any of several, some ours: MPI cannot wait on what the layer
 // completes, so test both in turn.
 int MPI_Waitany(int n, MPI_Request rs[], int* index, MPI_Status* s) {
-  if (!std::any_of(rs, rs + n, ours)) return PMPI_Waitany(n, rs, index, s);
-  for (int flag = 0;; sched_yield()) {
-    settle_all(rs, n, false);
-    if (const int rc = PMPI_Testany(n, rs, index, &flag, s); rc != MPI_SUCCESS || flag) return rc;
+  if (!std::any_of(rs, rs + n, ours)) {
+    const handles was(rs, n);
+    return owing(n, was.data(), rs, PMPI_Waitany(n, rs, index, s), s);
   }
+  for (int flag = 0;; sched_yield())
+    if (const int rc = MPI_Testany(n, rs, index, &flag, s); rc != MPI_SUCCESS || flag) return rc;
 }
 int MPI_Waitsome(int n, MPI_Request rs[], int* outcount, int indices[], MPI_Status ss[]) {
-  if (!std::any_of(rs, rs + n, ours)) return PMPI_Waitsome(n, rs, outcount, indices, ss);
-  for (;; sched_yield()) {
-    settle_all(rs, n, false);
-    if (const int rc = PMPI_Testsome(n, rs, outcount, indices, ss); rc != MPI_SUCCESS || *outcount != 0) return rc;
+  if (!std::any_of(rs, rs + n, ours)) {
+    const handles was(rs, n);
+    const int rc = PMPI_Waitsome(n, rs, outcount, indices, ss);
+    return owing(n, was.data(), rs, rc, MPI_STATUS_IGNORE, ss, indices, *outcount);
   }
+  for (;; sched_yield())
+    if (const int rc = MPI_Testsome(n, rs, outcount, indices, ss); rc != MPI_SUCCESS || *outcount != 0) return rc;
 }
 int MPI_Request_free(MPI_Request* r) {
-  if (!ours(*r)) return PMPI_Request_free(r);
+  if (!ours(*r)) {
+    if (errors_owed()) owed(*r, true);  // (its error went to the communicator's handler)
+    return PMPI_Request_free(r);
+  }
   forget(*r);
   *r = MPI_REQUEST_NULL;
   return MPI_SUCCESS;

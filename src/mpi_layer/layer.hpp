@@ -57,11 +57,13 @@ struct layer_comm {
 // about: a call's own cost stays a compare or two.
 struct comm_info {
   bool inter = false;
-  int size = 0;
+  int size = 0, rank = -1;
   std::unique_ptr<layer_comm> lc;  // made by layer_of
 };
 comm_info& info_of(MPI_Comm comm);
-layer_comm& layer_of(MPI_Comm comm, comm_info& info);  // makes it on first use (every rank is in the call)
+// Makes it on the first call served (every rank is in `call`), after
+// checking that every rank runs the layer.
+layer_comm& layer_of(MPI_Comm comm, comm_info& info, const char* call);
 void drop_all();                                       // before MPI_Finalize
 
 // The element type ringtree reduces a predefined MPI datatype as; calls
@@ -149,6 +151,11 @@ bool ours(MPI_Request r);
 bool settle(MPI_Request r, bool block);
 void settle_all(MPI_Request* rs, int n, bool block);
 void forget(MPI_Request r);  // MPI_Request_free: complete it when its call has run
+// A failed call's error code, owed to whoever completes its request (MPI
+// is told it succeeded: it would report the error through
+// MPI_COMM_WORLD's handler); `take` forgets it.
+bool errors_owed() noexcept;
+int owed(MPI_Request r, bool take);
 void settle_forgotten(bool block);  // those whose call has run (block: all of them, waiting)
 
 }  // namespace ringtree::mpi_layer

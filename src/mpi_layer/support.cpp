@@ -2,9 +2,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "layer.hpp"
@@ -32,8 +36,9 @@ const settings& the_settings() {
     s.log = flag("RINGTREE_MPI_LOG", false);
     if (const char* v = std::getenv("RINGTREE_MPI_CROSS_BYTES"); v && *v) {
       char* end = nullptr;
+      errno = 0;
       const unsigned long long b = std::strtoull(v, &end, 10);
-      if (*end != '\0' || *v == '-') bad_setting("RINGTREE_MPI_CROSS_BYTES", v, "a number of bytes");
+      if (*end != '\0' || end == v || *v == '-' || *v == '+' || errno == ERANGE || b > SIZE_MAX) bad_setting("RINGTREE_MPI_CROSS_BYTES", v, "a number of bytes from 0 to 2^64-1");
       s.cross_bytes = b;
     }
     int level = MPI_THREAD_SINGLE;
@@ -72,13 +77,16 @@ int delete_info(MPI_Comm comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
+// MPI waits for a late peer as long as it takes; a ringtree wait gives up
+// after RINGTREE_TIMEOUT seconds, which here defaults to an hour instead of
+// 5 minutes, so that a rank busy (checkpointing, say) before a collective
+// is not taken for a dead one.
+std::chrono::duration<double> layer_timeout() {
+  return std::getenv("RINGTREE_TIMEOUT") ? config::from_env().timeout : std::chrono::hours(1);
+}
 cluster_options layer_options() {
   cluster_options o;
-  // MPI waits for a late peer as long as it takes; a ringtree wait gives up
-  // after RINGTREE_TIMEOUT seconds, which here defaults to an hour instead
-  // of 5 minutes, so that a rank busy (checkpointing, say) before a
-  // collective is not taken for a dead one.
-  if (!std::getenv("RINGTREE_TIMEOUT")) o.timeout = std::chrono::hours(1);
+  o.timeout = layer_timeout();
   return o;
 }
 }  // namespace
@@ -97,6 +105,7 @@ comm_info& info_of(MPI_Comm comm) {
     PMPI_Comm_test_inter(comm, &inter);
     info->inter = inter != 0;
     PMPI_Comm_size(comm, &info->size);
+    PMPI_Comm_rank(comm, &info->rank);
     PMPI_Comm_set_attr(comm, keyval, info.get());
     known.push_back(comm);
     v = info.release();
@@ -105,10 +114,54 @@ comm_info& info_of(MPI_Comm comm) {
   return *(last_info = static_cast<comm_info*>(v));
 }
 
-layer_comm& layer_of(MPI_Comm comm, comm_info& info) {
+namespace {
+// Every rank of `comm` must run the layer: a rank without it (RINGTREE_MPI=0
+// there, or not preloaded) sits in MPI's own collective while the others
+// make a ringtree communicator, and both would wait forever. So the first
+// exchange on a communicator is one MPI's own blocking collectives cannot
+// match (Open MPI keeps non-blocking collectives apart from blocking
+// ones), carrying a marker that no other call produces: an MPI_Iallreduce
+// (MPI_BAND) of the layer's 64-bit mark. It ends with a message, never a
+// hang: a warning after warn_after, an error after the timeout; a result
+// other than the mark means a rank made another non-blocking call.
+constexpr unsigned long long mark = 0x7269'6e67'7472'6565ULL;  // "ringtree"
+void check_every_rank_joins(MPI_Comm comm, const comm_info& info, const char* call) {
+  const double timeout = layer_timeout().count();
+  const double warn_after = std::min(30.0, timeout / 2);
+  // (on the heap: left to MPI if the wait gives up)
+  auto* both = new unsigned long long[2]{mark, 0};
+  MPI_Request r = MPI_REQUEST_NULL;
+  PMPI_Iallreduce(&both[0], &both[1], 1, MPI_UNSIGNED_LONG_LONG, MPI_BAND, comm, &r);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool warned = false;
+  for (int done = 0;;) {
+    PMPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string who = detail::cat("rank ", info.rank, " of ", info.size, " has waited ", static_cast<int>(waited), " s in ", call,
+                                        ", the first call the layer serves on this communicator, for every rank to join it");
+    const char* why = "; a rank without the layer (RINGTREE_MPI=0 there, or not preloaded) never does: every rank must run it";
+    if (waited >= timeout) throw error("libringtree-mpi", info.rank, detail::cat(who, why, " (RINGTREE_TIMEOUT)"));
+    if (waited >= warn_after && !warned) {
+      warned = true;
+      const std::string line = detail::cat("ringtree-mpi: warning: ", who, why, "; still waiting, up to RINGTREE_TIMEOUT\n");
+      [[maybe_unused]] auto n = ::write(2, line.data(), line.size());
+    }
+    sched_yield();
+  }
+  const unsigned long long got = both[1];
+  delete[] both;
+  if (got != mark)
+    throw error("libringtree-mpi", info.rank, detail::cat("the first call the layer serves on this communicator (", call,
+                                                          ") met another call on some rank: a rank without the layer (RINGTREE_MPI=0 there, or not preloaded)?"));
+}
+}  // namespace
+
+layer_comm& layer_of(MPI_Comm comm, comm_info& info, const char* call) {
   if (!info.lc) {
     detail::while_waiting.store(mpi_progress);
     inside_scope in;
+    check_every_rank_joins(comm, info, call);
     info.lc = std::make_unique<layer_comm>(comm);
   }
   return *info.lc;
@@ -142,9 +195,18 @@ bool plain(MPI_Datatype t) {
   PMPI_Type_size(t, &size);
   return lb == 0 && extent == size;
 }
-int as_int(long n, const char* what) {
-  if (n > INT32_MAX) throw error("libringtree-mpi", -1, detail::cat(what, " of ", n, " elements is above MPI's int counts"));
-  return static_cast<int>(n);
+// MPI_Pack counts elements and positions bytes in ints: a buffer of 2 GiB
+// or more is packed in pieces, each below that.
+template <class F>
+void in_pieces(long count, MPI_Datatype t, F&& piece) {
+  MPI_Aint lb, extent;
+  PMPI_Type_get_extent(t, &lb, &extent);
+  const std::size_t size = signature_bytes(1, t);
+  const long per = std::max<long>(1, static_cast<long>((std::size_t{1} << 30) / size));
+  for (long at = 0; at < count; at += per) {
+    const long k = std::min(per, count - at);
+    piece(static_cast<MPI_Aint>(at) * extent, static_cast<std::size_t>(at) * size, static_cast<int>(k), static_cast<std::size_t>(k) * size);
+  }
 }
 }  // namespace
 
@@ -156,22 +218,23 @@ bytes_of::bytes_of(const void* buf, long count, MPI_Datatype t, MPI_Comm comm, b
     bytes_ = {static_cast<std::uint8_t*>(buf_), n};
     return;
   }
-  int room = 0;
-  PMPI_Pack_size(as_int(count, "a packed buffer"), t, comm, &room);
-  packed_.resize(static_cast<std::size_t>(room));
-  if (read) {
-    int at = 0;
-    PMPI_Pack(buf_, static_cast<int>(count), t, packed_.data(), room, &at, comm);
-    if (static_cast<std::size_t>(at) != n)
-      throw error("libringtree-mpi", -1, detail::cat("MPI_Pack gave ", at, " bytes for ", count, " elements of ", type_name(t), " of ", n, " bytes"));
-  }
+  packed_.resize(n);  // (MPI packs a homogeneous job's data as its signature's bytes)
   bytes_ = {packed_.data(), n};
+  if (!read) return;
+  in_pieces(count, t, [&](MPI_Aint from, std::size_t to, int k, std::size_t bytes) {
+    int at = 0;
+    PMPI_Pack(static_cast<char*>(buf_) + from, k, t, packed_.data() + to, static_cast<int>(bytes), &at, comm);
+    if (static_cast<std::size_t>(at) != bytes)
+      throw error("libringtree-mpi", -1, detail::cat("MPI_Pack gave ", at, " bytes for ", k, " elements of ", type_name(t), " of ", bytes, " bytes"));
+  });
 }
 
 void bytes_of::finish() {
   if (packed_.empty()) return;
-  int at = 0;
-  PMPI_Unpack(packed_.data(), static_cast<int>(packed_.size()), &at, buf_, static_cast<int>(count_), t_, comm_);
+  in_pieces(count_, t_, [&](MPI_Aint to, std::size_t from, int k, std::size_t bytes) {
+    int at = 0;
+    PMPI_Unpack(packed_.data() + from, static_cast<int>(bytes), &at, static_cast<char*>(buf_) + to, k, t_, comm_);
+  });
 }
 
 // ---- errors ----
@@ -201,6 +264,7 @@ int raise(MPI_Comm comm, const char* call, const std::string& what) {
 std::string type_name(MPI_Datatype t) {
   char name[MPI_MAX_OBJECT_NAME] = {};
   int len = 0;
+  if (t == MPI_DATATYPE_NULL) return "MPI_DATATYPE_NULL";
   PMPI_Type_get_name(t, name, &len);
   return len > 0 ? std::string(name, static_cast<std::size_t>(len)) : std::string("a derived datatype");
 }
@@ -210,7 +274,7 @@ std::string op_name(MPI_Op o) {
   const named all[] = {{MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"},     {MPI_MIN, "MPI_MIN"},       {MPI_MAX, "MPI_MAX"},
                        {MPI_LAND, "MPI_LAND"}, {MPI_LOR, "MPI_LOR"},       {MPI_LXOR, "MPI_LXOR"},     {MPI_BAND, "MPI_BAND"},
                        {MPI_BOR, "MPI_BOR"},   {MPI_BXOR, "MPI_BXOR"},     {MPI_MAXLOC, "MPI_MAXLOC"}, {MPI_MINLOC, "MPI_MINLOC"},
-                       {MPI_REPLACE, "MPI_REPLACE"}, {MPI_NO_OP, "MPI_NO_OP"}};
+                       {MPI_REPLACE, "MPI_REPLACE"}, {MPI_NO_OP, "MPI_NO_OP"}, {MPI_OP_NULL, "MPI_OP_NULL"}};
   for (const auto& n : all)
     if (n.o == o) return n.name;
   return "a user op";
@@ -231,54 +295,57 @@ namespace {
 struct pending {
   work w;
   MPI_Comm comm;
-  int* status;  // the code query_state reports, owned by the request
 };
 std::unordered_map<MPI_Request, pending> requests;
 // Freed by the caller before their call had run: MPI keeps the request
 // until the layer completes it.
 std::vector<std::pair<MPI_Request, pending>> forgotten;
+// Requests whose call failed, with the code the completing call owes its
+// caller. MPI itself would report a generalized request's error through
+// MPI_COMM_WORLD's handler (aborting a program that asked for
+// MPI_ERRORS_RETURN on the communicator), so MPI is told it succeeded and
+// the layer returns the code: raise() has called the communicator's
+// handler already.
+std::unordered_map<MPI_Request, int> failed;
 
-int query_state(void* state, MPI_Status* s) {
+int query_state(void*, MPI_Status* s) {
   MPI_Status_set_elements(s, MPI_BYTE, 0);
   MPI_Status_set_cancelled(s, 0);
   s->MPI_SOURCE = MPI_UNDEFINED;
   s->MPI_TAG = MPI_UNDEFINED;
-  s->MPI_ERROR = *static_cast<int*>(state);
-  return *static_cast<int*>(state);
-}
-int free_state(void* state) {
-  delete static_cast<int*>(state);
+  s->MPI_ERROR = MPI_SUCCESS;
   return MPI_SUCCESS;
 }
+int free_state(void*) { return MPI_SUCCESS; }
 int cancel_state(void*, int) { return MPI_SUCCESS; }  // a collective cannot be cancelled
 
-// Completes the MPI request of a call once it has run, with its outcome;
-// false if it has not run and `block` is false. Waiting keeps MPI's own
-// requests moving (a peer may need one of them done before it joins this
-// call).
-bool complete(MPI_Request r, pending& p, bool block) {
+// Completes the MPI request of a call once it has run, with its outcome
+// (the error code, or MPI_SUCCESS); nothing if it has not run and `block`
+// is false. Waiting keeps MPI's own requests moving (a peer may need one
+// of them done before it joins this call).
+std::optional<int> complete(MPI_Request r, pending& p, bool block) {
   inside_scope in;
   while (!p.w.test()) {
-    if (!block) return false;
+    if (!block) return std::nullopt;
     mpi_progress();
     sched_yield();
   }
+  int code = MPI_SUCCESS;
   try {
     p.w.wait();
   } catch (const std::exception& e) {
-    *p.status = raise(p.comm, "MPI_Iallreduce", e.what());
+    code = raise(p.comm, "MPI_Iallreduce", e.what());
   }
   PMPI_Grequest_complete(r);
-  return true;
+  return code;
 }
 }  // namespace
 
 MPI_Request start_request(MPI_Comm comm, work w) {
   settle_forgotten(false);  // (so that freed requests do not pile up until MPI_Finalize)
   MPI_Request r = MPI_REQUEST_NULL;
-  int* status = new int(MPI_SUCCESS);
-  PMPI_Grequest_start(query_state, free_state, cancel_state, status, &r);
-  requests.emplace(r, pending{std::move(w), comm, status});
+  PMPI_Grequest_start(query_state, free_state, cancel_state, nullptr, &r);
+  requests.emplace(r, pending{std::move(w), comm});
   return r;
 }
 
@@ -287,7 +354,9 @@ bool ours(MPI_Request r) { return !requests.empty() && requests.contains(r); }
 bool settle(MPI_Request r, bool block) {
   auto it = requests.find(r);
   if (it == requests.end()) return true;
-  if (!complete(r, it->second, block)) return false;
+  const auto code = complete(r, it->second, block);
+  if (!code) return false;
+  if (*code != MPI_SUCCESS) failed[r] = *code;
   requests.erase(it);
   return true;
 }
@@ -295,6 +364,15 @@ bool settle(MPI_Request r, bool block) {
 void settle_all(MPI_Request* rs, int n, bool block) {
   if (requests.empty()) return;
   for (int i = 0; i < n; ++i) settle(rs[i], block);
+}
+
+bool errors_owed() noexcept { return !failed.empty(); }
+int owed(MPI_Request r, bool take) {
+  auto it = failed.find(r);
+  if (it == failed.end()) return MPI_SUCCESS;
+  const int code = it->second;
+  if (take) failed.erase(it);
+  return code;
 }
 
 void forget(MPI_Request r) {
@@ -306,7 +384,7 @@ void forget(MPI_Request r) {
 }
 
 void settle_forgotten(bool block) {
-  std::erase_if(forgotten, [&](auto& f) { return complete(f.first, f.second, block); });
+  std::erase_if(forgotten, [&](auto& f) { return complete(f.first, f.second, block).has_value(); });
 }
 
 }  // namespace ringtree::mpi_layer

@@ -42,5 +42,11 @@ inline std::vector<unsigned char> pattern(std::size_t n, int r, unsigned char se
 // data-moving calls with every datatype layout, on `comm`.
 void reductions(MPI_Comm comm, const char* where);
 void movement(MPI_Comm comm, const char* where);
+// promises.cpp: MPI's promises a first version of the layer broke.
+void request_status(MPI_Comm comm);
+void async_errors_return();
+void erroneous_calls();
+void nan_and_zeros(MPI_Comm comm);
+void large_derived(MPI_Comm comm);
 
 }  // namespace layer_check

@@ -11,7 +11,7 @@
 // reductions and data-moving calls are in calls.cpp, what both share in
 // check.hpp.
 //
-//   mpirun -np 4 layer_check [--fatal | --hosts | --multiple]
+//   mpirun -np 4 layer_check [--fatal | --hosts | --multiple | --large]
 #include <mpi.h>
 #include <unistd.h>
 
@@ -277,14 +277,19 @@ int main(int argc, char** argv) {
   const std::size_t shm = entries("/dev/shm");
   if (mode == "--hosts" || mode == "--multiple") {
     hosts();
+  } else if (mode == "--large") {
+    large_derived(MPI_COMM_WORLD);
   } else {
     reductions(MPI_COMM_WORLD, "world");
     movement(MPI_COMM_WORLD, "world");
     fallbacks(MPI_COMM_WORLD);
     communicators();
     requests();
+    request_status(MPI_COMM_WORLD);
     progress();
-    if (!layer_off()) errors_return();  // (with the layer off, MPI itself would get counts that differ)
+    erroneous_calls();
+    nan_and_zeros(MPI_COMM_WORLD);
+    if (!layer_off()) errors_return(), async_errors_return();  // (with the layer off, MPI itself would get counts that differ)
     barrier();
   }
   long all[2] = {cases, wrong}, sum[2] = {};
