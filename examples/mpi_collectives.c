@@ -45,8 +45,8 @@ static void collectives(MPI_Comm comm, const char* name, int world_rank) {
 
   for (int i = 0; i < block; ++i) a[i] = rank + i % 3 + 1;
   MPI_Reduce(a, b, block, MPI_INT, MPI_PROD, size - 1, comm);
-  if (rank == size - 1) MPI_Send(b, block, MPI_INT, 0, 0, comm);
-  if (rank == 0) MPI_Recv(b, block, MPI_INT, size - 1, 0, comm, MPI_STATUS_IGNORE);
+  if (size > 1 && rank == size - 1) MPI_Send(b, block, MPI_INT, 0, 0, comm); /* (not to itself: a blocking send to self can wait forever) */
+  if (size > 1 && rank == 0) MPI_Recv(b, block, MPI_INT, size - 1, 0, comm, MPI_STATUS_IGNORE);
   snprintf(line[lines++], 128, "MPI_Reduce product of %d ints to rank %d: %lld", block, size - 1, sum_i(b, block));
 
   for (int i = 0; i < n; ++i) r[i] = rank == 0 ? (double)(i % 4096) : -1.0;

@@ -9,18 +9,24 @@
 #      MPI's, still right; RINGTREE_MPI=yes ends the job, naming it
 #   4. an MPI program built without ringtree (examples/mpi_collectives.c)
 #      prints the same with the layer preloaded as without it
-#   5. MPI's promises: a bad RINGTREE_MPI_CROSS_BYTES ends the job, naming
+#   5. the routes: ringtree-mpi-tune measures ringtree against MPI's own and
+#      writes them; where a routes file says MPI, the layer calls MPI ("MPI
+#      (measured faster)"); a program under the layer never measures
+#      ringtree's algorithms in its own run
+#   6. MPI's promises: a bad RINGTREE_MPI_CROSS_BYTES ends the job, naming
 #      it; a rank without the layer ends the job with a message, not a hang;
 #      with LARGE=large, a 2 GiB MPI_Allgather of a derived datatype
-#   6. across emulated hosts (mpi/hosts.sh, 2x2): below
+#   7. across emulated hosts (mpi/hosts.sh, 2x2): below
 #      RINGTREE_MPI_CROSS_BYTES MPI's, above it ringtree's; skipped where
 #      hosts.sh cannot make namespaces
-# usage: mpi_layer.sh LAYER_CHECK MPI_COLLECTIVES LIBRINGTREE_MPI.so HOSTS_SH [large]
+# usage: mpi_layer.sh LAYER_CHECK MPI_COLLECTIVES LIBRINGTREE_MPI.so HOSTS_SH RINGTREE_MPI_TUNE [large]
 set -u
-check=$1 plain=$2 lib=$3 hosts=$4 large=${5:-}
+check=$1 plain=$2 lib=$3 hosts=$4 tune=$5 large=${6:-}
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export RINGTREE_CACHE_DIR=$tmp/cache  # (its own: routes and choices written here are this script's)
+mkdir -p "$RINGTREE_CACHE_DIR"
 run() { local np=$1; shift; timeout 240 mpirun --oversubscribe -np "$np" "$@"; }
 # mpirun forwards the ranks' stderr in chunks that can end mid-line, so lines
 # of two ranks interleave on its own stderr: the log is read from one file per
@@ -63,7 +69,7 @@ for np in 2 3 4; do
   # no other reason sent a call to MPI
   others=$(grep -o '): MPI (.*)$' "$tmp/log" | sort -u | grep -v -e 'an op ringtree does not have' -e 'a datatype ringtree does not reduce' \
            -e 'one rank' -e 'an intercommunicator' -e 'MIN and MAX of floating point' -e 'MPI_DATATYPE_NULL' -e 'MPI_OP_NULL' \
-           -e 'the send buffer is the receive buffer')
+           -e 'the send buffer is the receive buffer' -e 'nothing to move')
   [ -z "$others" ] || fail "layer_check np=$np: calls went to MPI for other reasons: $others"
 done
 
@@ -95,6 +101,33 @@ diff "$tmp/plain" "$tmp/layer" || fail "mpi_collectives prints something else th
 has "$tmp/log" "of 4: MPI_Allreduce(1048576 x MPI_DOUBLE, MPI_SUM): ringtree" "mpi_collectives"
 has "$tmp/log" "of 2: MPI_Iallreduce(1048576 x MPI_DOUBLE, MPI_MIN): MPI (MIN and MAX of floating point" "mpi_collectives"
 echo "mpi_collectives: the same $(wc -l <"$tmp/plain") lines with and without the layer"
+
+# The routes. ringtree-mpi-tune writes them (and ringtree's own choices);
+# the programs before it, under the layer, measured nothing in their runs.
+ls "$RINGTREE_CACHE_DIR"/tuned-* >/dev/null 2>&1 && fail "a program under the layer measured ringtree's algorithms in its own run: $(ls "$RINGTREE_CACHE_DIR")"
+routes=$RINGTREE_CACHE_DIR/mpi-layer-1host-2ranks.txt
+run 2 "$tune" --max-bytes 65536 --rounds 3 >"$tmp/tune" 2>&1 || fail "ringtree-mpi-tune: $(tail -5 "$tmp/tune")"
+[ -f "$routes" ] || fail "ringtree-mpi-tune wrote no $routes: $(tail -3 "$tmp/tune"; ls "$RINGTREE_CACHE_DIR")"
+for call in MPI_Allreduce MPI_Iallreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Alltoall MPI_Reduce_scatter_block; do
+  grep -Eq "^$call 1024 = (ringtree|mpi)$" "$routes" || fail "ringtree-mpi-tune: no route for $call at 1024 bytes in $routes: $(cat "$routes")"
+  grep -Eq "^$call +1024 +[0-9.]+ +[0-9.]+ +(MPI|ringtree)$" "$tmp/tune" || fail "ringtree-mpi-tune printed no times for $call at 1024 bytes: $(cat "$tmp/tune")"
+done
+ls "$RINGTREE_CACHE_DIR"/tuned-cluster-2ranks.txt >/dev/null || fail "ringtree-mpi-tune left ringtree's own choices unmeasured: $(ls "$RINGTREE_CACHE_DIR")"
+# Routes given by hand (this machine's cpu and version lines): those calls go to MPI.
+{ grep -E '^(cpu|version) =' "$routes"; echo "MPI_Allreduce 4096 = mpi"; echo "MPI_Alltoall 16384 = mpi"; } >"$tmp/routes"
+cp "$tmp/routes" "$routes"
+RINGTREE_MPI_LOG=1 logged 2 "$check" >"$tmp/out" || fail "layer_check with routes: $(cat "$tmp/out")"
+grep -q "cases, 0 wrong" "$tmp/out" || fail "layer_check with routes: not all right"
+has "$tmp/log" "of 2: MPI_Allreduce(1000 x MPI_INT, MPI_SUM): MPI (measured faster)" "layer_check with routes"
+has "$tmp/log" "of 2: MPI_Alltoall(1000 x MPI_DOUBLE to and from each rank): MPI (measured faster)" "layer_check with routes"
+has "$tmp/log" "of 2: MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): ringtree" "layer_check with routes"
+RINGTREE_MPI_ROUTES=0 RINGTREE_MPI_LOG=1 logged 2 "$check" >"$tmp/out" || fail "RINGTREE_MPI_ROUTES=0: $(cat "$tmp/out")"
+has "$tmp/log" "of 2: MPI_Allreduce(1000 x MPI_INT, MPI_SUM): ringtree" "RINGTREE_MPI_ROUTES=0"
+echo "x MPI_Allreduce 4096 = fastest" >>"$routes"
+out=$(run 2 "$check" 2>&1) && fail "a routes file that does not parse: exit 0"
+grep -qF "$routes:" <<<"$out" || fail "a routes file that does not parse: no message naming it: $(tail -5 <<<"$out")"
+rm -f "$routes"
+echo "routes: ringtree-mpi-tune measured them; measured ones go to MPI, RINGTREE_MPI_ROUTES=0 ignores them, a bad file is named"
 
 for v in 99999999999999999999999 -1 12x ""; do
   [ -z "$v" ] && continue

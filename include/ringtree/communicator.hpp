@@ -53,6 +53,7 @@ struct communicator_options {
   std::optional<algorithm> algo{}; // replaces automatic where offered (as RINGTREE_ALGO does; this wins)
   chunk_sizes chunks{};            // pipeline chunk sizes
   std::optional<cost_model> model{}; // set: automatic chooses by this model instead of measuring
+  std::optional<config::tuning> tune{}; // set: replaces RINGTREE_TUNE (libringtree-mpi: cached, unless the variable is set)
   // Point to point only, no collectives: what recv from any_source needs
   // (a peer's collective messages would share the stream it looks at).
   bool point_to_point_only = false;

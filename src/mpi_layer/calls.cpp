@@ -101,14 +101,17 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 // One call: to ringtree (run, on the communicator's ringtree communicator)
 // or to MPI (mpi), as decided and logged here. `refusal` is asked only when
 // the communicator itself is not refused; `bytes` gives the call's size
-// (for the threshold across hosts).
+// (routes.hpp says which bytes).
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
-int serve(const char* call, MPI_Comm comm, bool async, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
+int serve(call_kind kind, MPI_Comm comm, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
   if (inside || !mpi_ready()) return mpi();
+  const char* call = call_names[std::size_t(kind)].data();
   const settings& s = the_settings();
   comm_info* info = nullptr;
   const char* why = refused_everywhere(comm, info);
   if (!why) why = refusal();
+  // (MPI's own returns at once, without a word to the other ranks)
+  if (!why && kind != call_kind::barrier && bytes() == 0) why = "nothing to move";
   layer_comm* lc = nullptr;
   if (!why) {
     try {
@@ -116,8 +119,9 @@ int serve(const char* call, MPI_Comm comm, bool async, Bytes&& bytes, Refusal&& 
     } catch (const std::exception& e) {
       return raise(comm, call, e.what());
     }
-    if (!lc->one_host && async) why = "across hosts (its progress thread would call MPI)";
+    if (!lc->one_host && kind == call_kind::iallreduce) why = "across hosts (its progress thread would call MPI)";
     else if (!lc->one_host && bytes() < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
+    else if (s.routes && lc->routes.get(kind, bytes()) == route::mpi) why = "measured faster";
   }
   if (s.log) log_line(comm, call, text(), why ? std::string("MPI (") + why + ")" : std::string("ringtree"));
   if (why) return mpi();
@@ -174,7 +178,7 @@ int owing(int n, const MPI_Request* was, const MPI_Request* now, int rc, MPI_Sta
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve("MPI_Allreduce", comm, false, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::allreduce, comm, [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); },
       [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
@@ -189,7 +193,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t,
 }
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm, MPI_Request* req) {
-  return serve("MPI_Iallreduce", comm, true, [] { return std::size_t{0}; },
+  return serve(call_kind::iallreduce, comm, [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); }, [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
@@ -203,7 +207,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm) {
-  return serve("MPI_Reduce", comm, false, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::reduce, comm, [&] { return signature_bytes(count, t); },
       [&] {
         // (at the root: recvbuf is used only there)
         const bool at_root = info_of(comm).rank == root;
@@ -226,7 +230,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve("MPI_Reduce_scatter_block", comm, false, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::reduce_scatter_block, comm, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return first_of([&] { return refused_reduction(recvcount, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, recvcount); }); },
       [&] { return reduction_text(recvcount, t, o); },
       [&](comm_t& c) {
@@ -246,7 +250,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 }
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-  return serve("MPI_Bcast", comm, false, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::bcast, comm, [&] { return signature_bytes(count, t); },
       [&] { return count < 0 ? "a negative count" : t == MPI_DATATYPE_NULL ? "MPI_DATATYPE_NULL" : refused_root(root, comm); },
       [&] { return detail::cat(count, " x ", type_name(t), ", root ", root); },
       [&](comm_t& c) {
@@ -258,7 +262,7 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve("MPI_Allgather", comm, false, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::allgather, comm, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " from each rank"); },
       [&](comm_t& c) {
@@ -277,7 +281,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve("MPI_Alltoall", comm, false, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::alltoall, comm, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " to and from each rank"); },
       [&](comm_t& c) {
@@ -295,7 +299,7 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-  return serve("MPI_Barrier", comm, false, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
+  return serve(call_kind::barrier, comm, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
                [](comm_t& c) { c.barrier(); }, [&] { return PMPI_Barrier(comm); });
 }
 

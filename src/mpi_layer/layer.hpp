@@ -15,6 +15,8 @@
 
 #include <ringtree/transport/cluster.hpp>
 
+#include "routes.hpp"
+
 namespace ringtree::mpi_layer {
 
 // The settings, read once (RINGTREE_MPI, RINGTREE_MPI_LOG,
@@ -27,6 +29,7 @@ struct settings {
   // shared memory wins at every size.
   std::size_t cross_bytes = std::size_t{32} << 20;
   bool thread_multiple = false;  // the caller asked for MPI_THREAD_MULTIPLE: MPI serves it
+  bool routes = true;            // RINGTREE_MPI_ROUTES=0: ringtree serves what it can, whatever was measured
 };
 const settings& the_settings();
 
@@ -50,6 +53,7 @@ void mpi_progress() noexcept;
 struct layer_comm {
   communicator<cluster_transport> comm;
   bool one_host;
+  route_table routes;  // ringtree-mpi-tune's measurements (rank 0's file, on every rank)
   explicit layer_comm(MPI_Comm c);
 };
 // What the layer knows of an MPI communicator, kept as its attribute (so it

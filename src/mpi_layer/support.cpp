@@ -34,6 +34,7 @@ const settings& the_settings() {
     };
     s.enabled = flag("RINGTREE_MPI", true);
     s.log = flag("RINGTREE_MPI_LOG", false);
+    s.routes = flag("RINGTREE_MPI_ROUTES", true);
     if (const char* v = std::getenv("RINGTREE_MPI_CROSS_BYTES"); v && *v) {
       char* end = nullptr;
       errno = 0;
@@ -89,9 +90,43 @@ cluster_options layer_options() {
   o.timeout = layer_timeout();
   return o;
 }
+// A program under the layer does not measure ringtree's algorithms inside
+// its calls (tens of seconds on a busy machine): ringtree-mpi-tune measures
+// ahead, and until it has, the cost model chooses (RINGTREE_TUNE, where
+// set, decides instead).
+communicator_options layer_communicator_options() {
+  communicator_options o;
+  if (!std::getenv("RINGTREE_TUNE")) o.tune = config::tuning::cached;
+  return o;
+}
+
+// Rank 0's routes file (or none) on every rank: one PMPI_Bcast.
+route_table load_routes(MPI_Comm c, const communicator<cluster_transport>& comm) {
+  std::array<std::uint8_t, sizeof(route_table) + 1> msg{};  // + rank 0 failed
+  route_table t;
+  std::string failed;
+  const std::string key = layout_key(c);
+  if (comm.rank() == 0) {
+    try {
+      const std::string path = routes_path(key, comm.size());
+      if (auto text = detail::read_text_file(path, "libringtree-mpi", "routes", 0))
+        if (auto found = parse_routes(*text, path)) t = *found;
+    } catch (const std::exception& e) {
+      failed = e.what();
+      msg.back() = 1;
+    }
+    std::memcpy(msg.data(), &t, sizeof t);
+  }
+  PMPI_Bcast(msg.data(), static_cast<int>(msg.size()), MPI_BYTE, 0, c);
+  if (!failed.empty()) throw error("libringtree-mpi", 0, failed);
+  if (msg.back()) throw error("libringtree-mpi", comm.rank(), "rank 0 could not read the routes ringtree-mpi-tune measured");
+  std::memcpy(&t, msg.data(), sizeof t);
+  return t;
+}
 }  // namespace
 
-layer_comm::layer_comm(MPI_Comm c) : comm(make_communicator(c, {}, layer_options())), one_host(comm.transport().one_host()) {}
+layer_comm::layer_comm(MPI_Comm c)
+    : comm(make_communicator(c, layer_communicator_options(), layer_options())), one_host(comm.transport().one_host()), routes(load_routes(c, comm)) {}
 
 comm_info& info_of(MPI_Comm comm) {
   if (comm == last) return *last_info;

@@ -5,7 +5,7 @@
 // choices measured per power-of-two size bin (loaded from the choice
 // cache, measured on first use, saved), and the cost model that breaks
 // ties and answers where measuring is off (RINGTREE_TUNE=0 or a given
-// model). Every rank makes the same choice: measurements are agreed on
+// model) or left to a run ahead (RINGTREE_TUNE=cached). Every rank makes the same choice: measurements are agreed on
 // (the slowest rank's times), the model and the cache are rank 0's.
 #include <algorithm>
 #include <array>
@@ -37,7 +37,8 @@ class chooser {
   chooser() = default;
   chooser(std::optional<algorithm> algo, const std::string& env_algo, std::optional<cost_model> model, config::tuning tune)
       : algo_(algo), env_algo_(env_algorithm(env_algo)), model_(std::move(model)),
-        by_model_(model_.has_value() || tune == config::tuning::model), fresh_(tune == config::tuning::fresh) {}
+        by_model_(model_.has_value() || tune == config::tuning::model), fresh_(tune == config::tuning::fresh),
+        cached_only_(tune == config::tuning::cached) {}
 
   std::optional<algorithm> env_algo() const noexcept { return env_algo_; }
   bool measuring() const noexcept { return measuring_; }
@@ -117,6 +118,7 @@ class chooser {
       load_tuning(comm.untraced_view(), *tuning_, fresh_);
     }
     algorithm a = tuning_->get(C, bin);
+    if (a == algorithm::automatic && cached_only_) return by_model(comm, C, bytes, talk);  // measured ahead, or not at all
     if (a == algorithm::automatic) {
       a = measure<C>(comm, bin);
       tuning_->set(C, bin, a);
@@ -244,6 +246,7 @@ class chooser {
   std::optional<cost_model> model_;    // communicator_options::model
   bool by_model_ = false;              // choose by the model, never measure
   bool fresh_ = false;                 // RINGTREE_TUNE=fresh: ignore the cache
+  bool cached_only_ = false;           // RINGTREE_TUNE=cached: never measure in the run
   bool measuring_ = false;             // measure() runs: nothing is traced
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<tuning_table> tuning_;

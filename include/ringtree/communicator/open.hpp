@@ -34,6 +34,7 @@ void communicator<Transport>::open() {
   cfg_ = config::from_env();
   hosts_ = detail::hosts_of(*t_);
   opt_.checked = opt_.checked || cfg_.check;
+  if (opt_.tune) cfg_.tune = *opt_.tune;
   chooser_ = detail::chooser(opt_.algo, cfg_.algo, opt_.model, cfg_.tune);
   pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
   if (auto* sink = detail::trace_sink::from_env()) {
@@ -78,7 +79,7 @@ void communicator<Transport>::agree_on_settings() {
       {"chunks.chain_chunk_bytes", detail::show_number},
       {"chunks.direct_chunk_bytes", detail::show_number},
       {"chunks.stream_bytes", detail::show_number},
-      {"RINGTREE_TUNE", [](std::uint64_t v) { return std::string(v == 0 ? "1 (measure)" : v == 1 ? "0 (cost model)" : "fresh"); }},
+      {"RINGTREE_TUNE", [](std::uint64_t v) { return std::string(v == 0 ? "1 (measure)" : v == 1 ? "0 (cost model)" : v == 2 ? "fresh" : "cached"); }},
       {"communicator_options::model", [](std::uint64_t v) { return v == 0 ? std::string("none") : detail::cat("constants #", v % 100000); }},
       {"tracing (RINGTREE_TRACE: traced calls move messages where others share memory)", show_on},
       {"communicator_options::point_to_point_only", show_on},

@@ -10,7 +10,9 @@
 //   RINGTREE_CHECK        1: checked mode (ranks compare every call first)
 //   RINGTREE_ALGO         an algorithm name: replaces `automatic` where offered
 //   RINGTREE_TUNE         1 (default): automatic measures the algorithms per size
-//                         bin; 0: the cost model chooses; fresh: measure again
+//                         bin; 0: the cost model chooses; fresh: measure again;
+//                         cached: what the cache measured, the model elsewhere
+//                         (never measures in the run: libringtree-mpi's default)
 //   RINGTREE_CALIBRATE    1: measure the cost model's constants again; 0: never
 //   RINGTREE_CACHE_DIR    where measurements are kept (default
 //                         ${XDG_CACHE_HOME:-$HOME/.cache}/ringtree)
@@ -35,7 +37,7 @@ struct config {
   std::chrono::duration<double> timeout{300.0};
   bool check = false;
   std::string algo;  // "" or a name; the algorithm table resolves it (communicator.hpp)
-  enum class tuning { measure, model, fresh } tune = tuning::measure;
+  enum class tuning { measure, model, fresh, cached } tune = tuning::measure;
   std::optional<bool> calibrate;  // unset: measure if no file
   std::string cache_dir, model_file, trace;
   std::string shm_name, shm_job;
@@ -61,7 +63,8 @@ struct config {
       if (v == "1") c.tune = tuning::measure;
       else if (v == "0") c.tune = tuning::model;
       else if (v == "fresh") c.tune = tuning::fresh;
-      else throw error("RINGTREE_TUNE", -1, detail::cat("expected 1, 0 or fresh, got '", s, "'"));
+      else if (v == "cached") c.tune = tuning::cached;
+      else throw error("RINGTREE_TUNE", -1, detail::cat("expected 1, 0, fresh or cached, got '", s, "'"));
     }
     if (const char* d = get("RINGTREE_CACHE_DIR")) c.cache_dir = d;
     else if (const char* x = get("XDG_CACHE_HOME")) c.cache_dir = std::string(x) + "/ringtree";
