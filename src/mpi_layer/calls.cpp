@@ -102,13 +102,19 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 // or to MPI (mpi), as decided and logged here. `refusal` is asked only when
 // the communicator itself is not refused; `bytes` gives the call's size
 // (routes.hpp says which bytes).
+// `count`: the call's count (0: MPI's own returns at once, and so does the
+// layer, after one compare, unless the log wants a line).
+// `t`: its datatype (the receive side's, for the data-moving calls). A call
+// whose count and datatype were just measured faster on MPI goes there at
+// once (MPI checks its arguments): the route costs one compare.
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
-int serve(call_kind kind, MPI_Comm comm, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
-  if (inside || !mpi_ready()) return mpi();
+int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
+  if (inside || !mpi_ready() || (count == 0 && !the_settings().log)) return mpi();
   const char* call = call_names[std::size_t(kind)].data();
   const settings& s = the_settings();
   comm_info* info = nullptr;
   const char* why = refused_everywhere(comm, info);
+  if (!why && !s.log && info->to_mpi[std::size_t(kind)].count == count && info->to_mpi[std::size_t(kind)].t == t) return mpi();
   if (!why) why = refusal();
   // (MPI's own returns at once, without a word to the other ranks)
   if (!why && kind != call_kind::barrier && bytes() == 0) why = "nothing to move";
@@ -121,7 +127,7 @@ int serve(call_kind kind, MPI_Comm comm, Bytes&& bytes, Refusal&& refusal, Text&
     }
     if (!lc->one_host && kind == call_kind::iallreduce) why = "across hosts (its progress thread would call MPI)";
     else if (!lc->one_host && bytes() < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
-    else if (s.routes && lc->routes.get(kind, bytes()) == route::mpi) why = "measured faster";
+    else if (s.routes && lc->routes.get(kind, bytes()) == route::mpi) why = "measured faster", info->to_mpi[std::size_t(kind)] = {count, t};
   }
   if (s.log) log_line(comm, call, text(), why ? std::string("MPI (") + why + ")" : std::string("ringtree"));
   if (why) return mpi();
@@ -178,7 +184,7 @@ int owing(int n, const MPI_Request* was, const MPI_Request* now, int rc, MPI_Sta
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve(call_kind::allreduce, comm, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::allreduce, comm, count, t, [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); },
       [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
@@ -193,7 +199,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t,
 }
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm, MPI_Request* req) {
-  return serve(call_kind::iallreduce, comm, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::iallreduce, comm, count, t, [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); }, [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
@@ -207,7 +213,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm) {
-  return serve(call_kind::reduce, comm, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::reduce, comm, count, t, [&] { return signature_bytes(count, t); },
       [&] {
         // (at the root: recvbuf is used only there)
         const bool at_root = info_of(comm).rank == root;
@@ -230,7 +236,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve(call_kind::reduce_scatter_block, comm, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::reduce_scatter_block, comm, recvcount, t, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return first_of([&] { return refused_reduction(recvcount, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, recvcount); }); },
       [&] { return reduction_text(recvcount, t, o); },
       [&](comm_t& c) {
@@ -250,7 +256,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 }
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-  return serve(call_kind::bcast, comm, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::bcast, comm, count, t, [&] { return signature_bytes(count, t); },
       [&] { return count < 0 ? "a negative count" : t == MPI_DATATYPE_NULL ? "MPI_DATATYPE_NULL" : refused_root(root, comm); },
       [&] { return detail::cat(count, " x ", type_name(t), ", root ", root); },
       [&](comm_t& c) {
@@ -262,7 +268,7 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve(call_kind::allgather, comm, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::allgather, comm, recvcount, recvtype, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " from each rank"); },
       [&](comm_t& c) {
@@ -281,7 +287,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve(call_kind::alltoall, comm, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::alltoall, comm, recvcount, recvtype, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " to and from each rank"); },
       [&](comm_t& c) {
@@ -299,7 +305,7 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-  return serve(call_kind::barrier, comm, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
+  return serve(call_kind::barrier, comm, -1, MPI_DATATYPE_NULL, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
                [](comm_t& c) { c.barrier(); }, [&] { return PMPI_Barrier(comm); });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -59,10 +60,17 @@ struct layer_comm {
 // What the layer knows of an MPI communicator, kept as its attribute (so it
 // goes when the communicator is freed) and cached for the last one asked
 // about: a call's own cost stays a compare or two.
+// Per call, the last count and datatype its routes sent to MPI ("measured
+// faster"): calls repeat their sizes, and these need no other look.
+struct call_to_mpi {
+  long count = -1;
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+};
 struct comm_info {
   bool inter = false;
   int size = 0, rank = -1;
   std::unique_ptr<layer_comm> lc;  // made by layer_of
+  std::array<call_to_mpi, call_kinds> to_mpi{};
 };
 comm_info& info_of(MPI_Comm comm);
 // Makes it on the first call served (every rank is in `call`), after

@@ -239,7 +239,7 @@ TEST_CASE("RINGTREE_TIMEOUT and RINGTREE_CHECK are parsed strictly") {
   unsetenv("RINGTREE_CHECK");
   local_world(1).run([](local_transport& t) { CHECK_FALSE(communicator<local_transport>(t).checked()); });
   setenv("RINGTREE_TUNE", "sometimes", 1);
-  CHECK_THROWS_WITH_AS(config::from_env(), doctest::Contains("RINGTREE_TUNE: expected 1, 0 or fresh, got 'sometimes'"), error);
+  CHECK_THROWS_WITH_AS(config::from_env(), doctest::Contains("RINGTREE_TUNE: expected 1, 0, fresh or cached, got 'sometimes'"), error);
   setenv("RINGTREE_TUNE", "0", 1);  // back to the suite's default (main.cpp), not unset (which measures)
   CHECK_THROWS_WITH_AS(local_world(0), doctest::Contains("size must be at least 1, got 0"), error);
 }
