@@ -22,13 +22,16 @@ namespace ringtree::detail {
 // waiting for before it joins this one. Null: nothing.
 inline std::atomic<void (*)() noexcept> while_waiting{nullptr};
 
-// `spins` looks at full speed, then `yields` looks that yield the core,
-// then the long wait: the clock is read every `clock_every` looks, and
-// the core is yielded between looks unless the caller `sleeps`.
+// `spins` looks at full speed, then looks that yield the core (at most
+// `yields` of them and at most max_yield of wall time), then the long wait,
+// where the core is yielded between looks unless the caller `sleeps`. The
+// clock is read at every look after the spins: a yield is a system call
+// that, on a loaded machine, can give away a whole scheduler slice
+// (milliseconds), so counting looks instead of time let 1000 yields stretch
+// a 4 s timeout to 6-18 s and a dead peer's notice to 9-20 s.
 struct pace {
   long spins = 0;
   long yields = 0;
-  long clock_every = 1;
   bool sleeps = false;
 };
 
@@ -36,29 +39,32 @@ class patience {
  public:
   using clock = std::chrono::steady_clock;
   static constexpr auto check_every = std::chrono::milliseconds(5);
+  static constexpr auto max_yield = std::chrono::milliseconds(2);
 
   patience(std::chrono::duration<double> timeout, pace p) noexcept
       : timeout_(std::chrono::duration_cast<clock::duration>(timeout)), pace_(p) {}
 
-  // After a look that found nothing. True where the wait is long and the
-  // clock was read: then started(), check_due() and overdue() say what to do.
+  // After a look that found nothing. True where the wait is long: then
+  // started(), check_due() and overdue() say what to do. The timeout
+  // counts from the first look after the spins.
   bool idle() noexcept {
     const long k = ++looks_;
     if (k <= pace_.spins) return false;
     if (auto f = while_waiting.load(std::memory_order_relaxed)) f();
-    if (k <= pace_.spins + pace_.yields) {
-      sched_yield();
-      return false;
-    }
-    if (!pace_.sleeps) sched_yield();
-    if (pace_.clock_every > 1 && k % pace_.clock_every != 0) return false;
+    const bool yielding = k <= pace_.spins + pace_.yields && !yielded_enough_;
+    if (yielding || !pace_.sleeps) sched_yield();
     now_ = clock::now();
+    if (since_ == clock::time_point{}) since_ = now_;
+    if (yielding) {
+      if (now_ - since_ < max_yield) return false;
+      yielded_enough_ = true;
+    }
     started_ = deadline_ == clock::time_point{};
-    if (started_) deadline_ = now_ + timeout_, next_check_ = now_;
+    if (started_) deadline_ = since_ + timeout_, next_check_ = now_;
     return true;
   }
   // Progress was made: spin again (the deadline stays).
-  void progressed() noexcept { looks_ = 0; }
+  void progressed() noexcept { looks_ = 0, yielded_enough_ = false; }
 
   bool started() const noexcept { return started_; }  // the long wait began at this look
   bool waited_long() const noexcept { return deadline_ != clock::time_point{}; }
@@ -74,8 +80,8 @@ class patience {
   clock::duration timeout_;
   pace pace_;
   long looks_ = 0;
-  bool started_ = false;
-  clock::time_point now_{}, deadline_{}, next_check_{};
+  bool started_ = false, yielded_enough_ = false;
+  clock::time_point now_{}, since_{}, deadline_{}, next_check_{};
 };
 
 }  // namespace ringtree::detail

@@ -169,7 +169,7 @@ class symmetric_heap {
   void wait(const char* call, int q, std::uint64_t target) const { wait(call, q, line(q)->seq, target); }
   // Waits until `seq`, written by rank q, reaches `target`.
   void wait(const char* call, int q, const std::atomic<std::uint64_t>& seq, std::uint64_t target) const {
-    patience p(control_.timeout, pace{spin_, 0, 64});
+    patience p(control_.timeout, pace{spin_, 0});
     for (long looks = 0;; ++looks) {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
       if (v >= target && v != failed_seq) return;

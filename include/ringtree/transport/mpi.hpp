@@ -317,7 +317,7 @@ class mpi_transport {
       // Spin first (lowest latency; the clock is read only once the wait
       // is not short), then yield, so that oversubscribed ranks let their
       // peers run.
-      detail::patience p(*opt_.timeout, detail::pace{2000, 0, 1024});
+      detail::patience p(*opt_.timeout, detail::pace{2000, 0});
       while (!test_pending(r)) {
         if (!p.idle()) continue;
         if (p.started() && board_) board_->waiting(whole_of(r.peer_));  // a long wait: the host may ask whom for

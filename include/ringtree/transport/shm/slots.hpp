@@ -267,7 +267,7 @@ class slot_transport {
     // this rank's core (more ranks than cores): then yield almost at once;
     // a long wait sleeps on the doorbell between looks
     const long spins = oversubscribed() ? 7 : 255;
-    detail::patience p(*opt_.timeout, detail::pace{spins, 1023 - spins, 1, true});
+    detail::patience p(*opt_.timeout, detail::pace{spins, 1023 - spins, true});
     while (!r.op_->complete) {
       const std::uint32_t bell = me()->doorbell.load(std::memory_order_acquire);
       if (progress()) {
