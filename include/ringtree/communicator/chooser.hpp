@@ -224,6 +224,18 @@ class chooser {
       std::nth_element(mine.begin(), mine.begin() + rounds / 2, mine.end());
       median[i] = mine[rounds / 2];
     }
+    // Stable between neighbouring sizes: where the bin below or above was
+    // measured already, its choice stays unless another is faster by more
+    // than stable_ratio (a noisy moment put ring at 256 KiB between two
+    // two_shot bins, where it ran at 0.7x MPI's own).
+    constexpr double stable_ratio = 1.10;
+    const double fastest_here = *std::min_element(median.begin(), median.end());
+    for (int nb : {bin - 1, bin + 1}) {
+      if (!tuning_ || nb < 0 || nb > tuning_table::max_bin) continue;
+      const algorithm there = tuning_->get(C, nb);
+      for (std::size_t i = 0; i < k; ++i)
+        if (algos[i] == there && median[i] <= fastest_here * stable_ratio) return there;
+    }
     // Medians within tie_ratio of the fastest are a tie as far as this
     // machine's noise can tell (5-10% between runs here); the cost model
     // (the same on every rank) breaks it, so that a tie goes to the
