@@ -116,8 +116,9 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
   const char* why = refused_everywhere(comm, info);
   if (!why && !s.log && info->to_mpi[std::size_t(kind)].count == count && info->to_mpi[std::size_t(kind)].t == t) return mpi();
   if (!why) why = refusal();
+  const std::size_t size = why ? 0 : bytes();  // (asked once, and only of a call not refused: a null datatype has none)
   // (MPI's own returns at once, without a word to the other ranks)
-  if (!why && kind != call_kind::barrier && bytes() == 0) why = "nothing to move";
+  if (!why && kind != call_kind::barrier && size == 0) why = "nothing to move";
   layer_comm* lc = nullptr;
   if (!why) {
     try {
@@ -126,8 +127,8 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
       return raise(comm, call, e.what());
     }
     if (!lc->one_host && kind == call_kind::iallreduce) why = "across hosts (its progress thread would call MPI)";
-    else if (!lc->one_host && bytes() < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
-    else if (s.routes && lc->routes.get(kind, bytes()) == route::mpi) why = "measured faster", info->to_mpi[std::size_t(kind)] = {count, t};
+    else if (!lc->one_host && size < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
+    else if (s.routes && lc->routes.get(kind, size) == route::mpi) why = "measured faster", info->to_mpi[std::size_t(kind)] = {count, t};
   }
   if (s.log) log_line(comm, call, text(), why ? std::string("MPI (") + why + ")" : std::string("ringtree"));
   if (why) return mpi();

@@ -12,7 +12,6 @@
 #include <vector>
 #include <cstdint>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -69,38 +68,27 @@ inline std::string routes_path(const std::string& layout, int ranks) {
   return detail::cat(config::from_env().cache_dir, "/mpi-layer-", layout, "-", ranks, "ranks.txt");
 }
 
-// Lines: "cpu = ...", "version = ...", "<call> <bytes> = ringtree|mpi"; a
-// line that does not parse is an error naming the file. Nothing if the
-// file was made on another CPU or by another version.
+// Lines: "cpu = ...", "version = ...", "<call> <bytes> = ringtree|mpi"
+// (detail::read_choice_file, as ringtree's own choice cache); a line that
+// does not parse is an error naming the file. Nothing if the file was made
+// on another CPU or by another version.
 inline std::optional<route_table> parse_routes(const std::string& text, const std::string& path) {
   route_table t;
-  std::string cpu, ver;
-  std::istringstream in(text);
-  std::string line;
-  for (int no = 1; std::getline(in, line); ++no) {
-    line = line.substr(0, line.find('#'));
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::istringstream ls(line);
-    std::string key, eq, value, rest;
-    std::size_t bytes = 0;
-    auto bad = [&] { return error("libringtree-mpi", -1, detail::cat(path, ":", no, ": expected 'cpu = ...', 'version = ...' or '<MPI call> <bytes> = ringtree|mpi', got '", line, "'")); };
-    if (line.rfind("cpu", 0) == 0 || line.rfind("version", 0) == 0) {
-      const auto at = line.find('=');
-      if (at == std::string::npos) throw bad();
-      std::string v = line.substr(at + 1);
-      v.erase(0, v.find_first_not_of(" \t\r"));
-      v.erase(v.find_last_not_of(" \t\r") + 1);
-      (line.rfind("cpu", 0) == 0 ? cpu : ver) = v;
-      continue;
-    }
-    if (!(ls >> key >> bytes >> eq >> value) || (ls >> rest) || eq != "=" || (value != "ringtree" && value != "mpi")) throw bad();
-    if (bytes > (std::size_t{1} << detail::tuning_table::max_bin) || detail::tuning_table::bin_of(bytes) >= route_table::bins) throw bad();
-    std::size_t k = 0;
-    while (k < call_kinds && call_names[k] != key) ++k;
-    if (k == call_kinds) throw bad();
-    t.set(call_kind(k), detail::tuning_table::bin_of(bytes), value == "mpi" ? route::mpi : route::ringtree);
-  }
-  if (cpu != detail::cpu_model() || ver != version_string) return std::nullopt;
+  const bool here = detail::read_choice_file(
+      text,
+      [&](const std::string& key, const std::string& value) {
+        const auto nb = detail::name_and_bin(key);
+        if (!nb || (value != "ringtree" && value != "mpi")) return false;
+        std::size_t k = 0;
+        while (k < call_kinds && call_names[k] != nb->first) ++k;
+        if (k == call_kinds) return false;
+        t.set(call_kind(k), nb->second, value == "mpi" ? route::mpi : route::ringtree);
+        return true;
+      },
+      [&](int no, const std::string& line) {
+        return error("libringtree-mpi", -1, detail::cat(path, ":", no, ": expected 'cpu = ...', 'version = ...' or '<MPI call> <bytes> = ringtree|mpi', got '", line, "'"));
+      });
+  if (!here) return std::nullopt;
   return t;
 }
 

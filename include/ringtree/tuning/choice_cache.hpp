@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <ringtree/algorithms/tree.hpp>
 #include <ringtree/core/config.hpp>
@@ -51,40 +52,64 @@ inline loaded_files<tuning_table>& loaded_tunings() {
   return tables;
 }
 
-// The table in a cache file's text, or nothing if it was made on another
-// CPU or by another version. Lines: "cpu = ...", "version = ...",
-// "<collective> <bytes> = <algorithm>"; a line that does not parse is an
-// error naming the file, never silently ignored.
-inline std::optional<tuning_table> parse_tuning(const std::string& text, const std::string& path, int rank) {
-  tuning_table t;
-  std::string cpu, ver;
+// The entries of a choice file (the choice cache, libringtree-mpi's
+// routes): '#' starts a comment, blank lines are skipped, every other line
+// is "key = value" (both trimmed). The "cpu" and "version" lines say where
+// the file was made; each other line goes to entry(key, value), which
+// returns false where it does not parse. A line without '=', or one that
+// entry refuses, raises bad(line number, line): never silently ignored.
+// True if the file was made on this CPU by this version.
+template <class Entry, class Bad>
+bool read_choice_file(const std::string& text, Entry&& entry, Bad&& bad) {
+  std::string cpu, ver, line;
   std::istringstream in(text);
-  std::string line;
+  auto trim = [](std::string x) {
+    x.erase(0, x.find_first_not_of(" \t\r"));
+    x.erase(x.find_last_not_of(" \t\r") + 1);
+    return x;
+  };
   for (int no = 1; std::getline(in, line); ++no) {
     line = line.substr(0, line.find('#'));
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto eq = line.find('=');
-    auto trim = [](std::string x) {
-      x.erase(0, x.find_first_not_of(" \t\r"));
-      x.erase(x.find_last_not_of(" \t\r") + 1);
-      return x;
-    };
-    const std::string key = trim(line.substr(0, eq == std::string::npos ? 0 : eq)), value = trim(eq == std::string::npos ? "" : line.substr(eq + 1));
-    auto bad = [&] { return error("tuning", rank, cat(path, ":", no, ": expected 'cpu = ...', 'version = ...' or '<collective> <bytes> = <algorithm>', got '", line, "'")); };
-    if (eq == std::string::npos) throw bad();
-    if (key == "cpu") { cpu = value; continue; }
-    if (key == "version") { ver = value; continue; }
-    std::istringstream ks(key);
-    std::string name, rest;
-    std::size_t bytes = 0;
-    if (!(ks >> name >> bytes) || (ks >> rest) || !std::has_single_bit(bytes) || tuning_table::bin_of(bytes) != std::countr_zero(bytes)) throw bad();
-    const auto a = algorithm_from_string(value);
-    bool known = false;
-    for (collective c : all_collectives)
-      if (to_string(c) == name && a && offers(c, *a)) t.set(c, tuning_table::bin_of(bytes), *a), known = true;
-    if (!known) throw bad();
+    if (eq == std::string::npos) throw bad(no, line);
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    if (key == "cpu") cpu = value;
+    else if (key == "version") ver = value;
+    else if (!entry(key, value)) throw bad(no, line);
   }
-  if (cpu != cpu_model() || ver != version_string) return std::nullopt;
+  return cpu == cpu_model() && ver == version_string;
+}
+// A key "<name> <bytes>" of a choice file, with bytes a size bin's (a power
+// of two up to 2^max_bin): the name and the bin.
+inline std::optional<std::pair<std::string, int>> name_and_bin(const std::string& key) {
+  std::istringstream ks(key);
+  std::string name, rest;
+  std::size_t bytes = 0;
+  if (!(ks >> name >> bytes) || (ks >> rest) || !std::has_single_bit(bytes) || tuning_table::bin_of(bytes) != std::countr_zero(bytes))
+    return std::nullopt;
+  return std::pair{name, tuning_table::bin_of(bytes)};
+}
+
+// The table in a cache file's text, or nothing if it was made on another
+// CPU or by another version. Lines: "cpu = ...", "version = ...",
+// "<collective> <bytes> = <algorithm>".
+inline std::optional<tuning_table> parse_tuning(const std::string& text, const std::string& path, int rank) {
+  tuning_table t;
+  const bool here = read_choice_file(
+      text,
+      [&](const std::string& key, const std::string& value) {
+        const auto nb = name_and_bin(key);
+        const auto a = algorithm_from_string(value);
+        bool known = false;
+        for (collective c : all_collectives)
+          if (nb && to_string(c) == nb->first && a && offers(c, *a)) t.set(c, nb->second, *a), known = true;
+        return known;
+      },
+      [&](int no, const std::string& line) {
+        return error("tuning", rank, cat(path, ":", no, ": expected 'cpu = ...', 'version = ...' or '<collective> <bytes> = <algorithm>', got '", line, "'"));
+      });
+  if (!here) return std::nullopt;
   return t;
 }
 
