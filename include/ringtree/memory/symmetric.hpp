@@ -170,18 +170,22 @@ class symmetric_heap {
   // Waits until `seq`, written by rank q, reaches `target`.
   void wait(const char* call, int q, const std::atomic<std::uint64_t>& seq, std::uint64_t target) const {
     patience p(control_.timeout, pace{spin_, 0});
+    // (q's epoch line also says so where `seq` is a staging slot's)
+    auto q_failed = [&](std::uint64_t v) { return v == failed_seq || line(q)->seq.load(std::memory_order_acquire) == failed_seq; };
+    auto raise_failed = [&] { throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)")); };
     for (long looks = 0;; ++looks) {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
       if (v >= target && v != failed_seq) return;
-      if ((looks & 63) == 63 || v == failed_seq)  // (q's epoch line also says so where `seq` is a staging slot's)
-        if (v == failed_seq || line(q)->seq.load(std::memory_order_relaxed) == failed_seq)
-          throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)"));
+      if (((looks & 63) == 63 || v == failed_seq) && q_failed(v)) raise_failed();
       if (!p.idle() || !p.check_due()) continue;
       if (control_.peer_problem)
         if (auto why = control_.peer_problem(q); !why.empty()) {
           // q may have reached `target` and left since the look above: its
-          // leaving is ordered after its last phase, so look once more.
-          if (const std::uint64_t now = seq.load(std::memory_order_acquire); now >= target && now != failed_seq) return;
+          // leaving is ordered after its last phase, so look once more; and
+          // where q failed here first, that is the cause to name.
+          const std::uint64_t now = seq.load(std::memory_order_acquire);
+          if (now >= target && now != failed_seq) return;
+          if (q_failed(now)) raise_failed();
           throw error(call, rank_, why);
         }
       if (p.overdue())
