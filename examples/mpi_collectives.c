@@ -3,8 +3,8 @@
  * (rank 0 prints). Its output is the same whichever library serves the
  * calls; to have ringtree serve them, preload the layer:
  *
- *   mpirun -np 4 build/examples/mpi_collectives
- *   mpirun -np 4 -x LD_PRELOAD=$PWD/build/libringtree-mpi.so build/examples/mpi_collectives
+ *   mpirun -np 4 build/mpi_collectives
+ *   mpirun -np 4 -x LD_PRELOAD=$PWD/build/libringtree-mpi.so build/mpi_collectives
  *
  * (RINGTREE_MPI_LOG=1 prints which path each call took.) The values are
  * whole numbers, so every sum is exact in any order. */

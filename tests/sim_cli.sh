@@ -43,4 +43,22 @@ out=$("$sim" --hosts 128 --per-host 8 --data -b 16M -e 16M 2>&1) && fail "--data
 grep -q "^ringtree-sim: --data at -e 16777216 bytes on 1024 ranks holds 16384 MiB" <<<"$out" || fail "--data too large: unclear error: $out"
 out=$("$sim" --net-gbps 0 2>&1) && fail "0 Gb/s was accepted"
 grep -q "^ringtree-sim: a bandwidth of 0" <<<"$out" || fail "0 Gb/s: unclear error: $out"
+# Bounds: what cannot fit is refused before anything starts, naming the limit.
+out=$(timeout 20 "$sim" --hosts 4096 --per-host 1048576 2>&1) && fail "2^32 ranks were accepted"
+grep -q "^ringtree-sim: 4294967296 ranks (4096 hosts) are more than ringtree-sim simulates: at most 1048576" <<<"$out" ||
+  fail "2^32 ranks: unclear error: $out"
+for x in 0 0.5 -1; do
+  out=$("$sim" --oversubscribe $x 2>&1) && fail "--oversubscribe $x was accepted"
+  grep -q "^ringtree-sim: --oversubscribe $x: ranks per core, at least 1" <<<"$out" || fail "--oversubscribe $x: unclear error: $out"
+done
+out=$("$sim" --per-host 65 --html "$tmp/x.html" 2>&1) && fail "--html of 65 ranks was accepted"
+grep -q "^ringtree-sim: --html draws at most 64 ranks" <<<"$out" || fail "--html of 65 ranks: unclear error: $out"
+grep -q -- "--ranks" <<<"$out" && fail "--html of 65 ranks names a flag ringtree-sim does not have: $out"
+# Oversubscribed: the closed form is scaled as the simulation is (a ring
+# on one host: sim/model stays 1.00), and the model column doubles.
+one=$("$sim" --per-host 8 -a ring -b 1M -e 1M) || fail "ringtree-sim failed: $one"
+two=$("$sim" --per-host 8 -a ring -b 1M -e 1M --oversubscribe 2) || fail "ringtree-sim --oversubscribe 2 failed: $two"
+grep -Eq "^ +1048576 .* ring .* 1\.00 +- " <<<"$two" || fail "--oversubscribe 2: the model is not scaled as the simulation: $two"
+m1=$(awk '/^ +1048576 /{print $9}' <<<"$one") m2=$(awk '/^ +1048576 /{print $9}' <<<"$two")
+awk -v a="$m1" -v b="$m2" 'BEGIN{exit !(b > 1.9 * a && b < 2.1 * a)}' || fail "--oversubscribe 2: model column $m2 us, not twice $m1 us"
 echo "ringtree-sim command line: ok"

@@ -204,14 +204,30 @@ verdict check_all(Comm& comm, const case_desc& c, Buffers buffers = {}) {
 }
 
 // The first mismatch, or "".
+// The elements a call of case c is sized by (communicator::choose's bytes).
+inline std::size_t call_elems(const case_desc& c, int n) {
+  const bool whole = c.what == collective::reduce_scatter || c.what == collective::alltoall;
+  return whole ? c.count * static_cast<std::size_t>(n) : c.count;
+}
+// Whether case c's row runs on comm at its size: a row that runs some
+// calls only through the staging slots (direct on private memory) runs
+// those that fit; every other row every case.
+template <class E, class Comm>
+bool runs_here(Comm& comm, const case_desc& c, bool symmetric) {
+  if constexpr (requires { comm.placement_of(std::size_t{0}); }) {
+    const auto* r = detail::find_row(c.what, c.algo);
+    return !r || !r->window_only || r->offered(comm.placement_of(call_elems(c, comm.size()) * sizeof(E), symmetric));
+  }
+  return true;
+}
 template <class E, class Comm>
 std::string check(Comm& comm, const case_desc& c) {
-  return check_all<E>(comm, c).first;
+  return runs_here<E>(comm, c, false) ? check_all<E>(comm, c).first : std::string();
 }
 // The same on symmetric buffers (comm.allocate) wherever the lengths agree.
 template <class E, class Comm>
 std::string check_symmetric(Comm& comm, const case_desc& c) {
-  return check_all<E>(comm, c, symmetric_buffers<Comm>{&comm}).first;
+  return runs_here<E>(comm, c, true) ? check_all<E>(comm, c, symmetric_buffers<Comm>{&comm}).first : std::string();
 }
 
 
@@ -242,7 +258,9 @@ inline std::vector<case_desc> all_cases(int n, const std::vector<std::size_t>& c
   for (auto what : colls) {
     std::vector<algorithm> algos;
     for (const auto& r : detail::rows)
-      if (r.what == what && (symmetric ? r.direct : !r.window_only || (streams && r.streams)) &&
+      // (on symmetric memory: the rows that read it, not those that only stage)
+      if (r.what == what && (symmetric ? r.direct && r.offered(placement{n, 1, memory_kind::host, true, false, hosts})
+                                       : !r.window_only || (streams && (r.streams || r.stages))) &&
           (!r.across_hosts || r.offered(placement{n, 1, memory_kind::host, false, false, hosts})))
         algos.push_back(r.id);
     algos.push_back(algorithm::automatic);

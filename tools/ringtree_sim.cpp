@@ -61,6 +61,9 @@ std::string help() {
 
 }  // namespace
 
+// The most ranks one run simulates (every rank's state is kept in memory).
+constexpr long long max_ranks = 1 << 20;
+
 int main(int argc, char** argv) {
   cli::tool() = "ringtree-sim";
   int hosts = 1, per_host = 8;
@@ -90,14 +93,14 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) cli::usage_error(f + " needs a value");
     const std::string v = argv[++i];
     try {
-      if (f == "--hosts") hosts = static_cast<int>(cli::parse_int(f, v, 1, 1 << 20));
-      else if (f == "--per-host") per_host = static_cast<int>(cli::parse_int(f, v, 1, 1 << 20));
+      if (f == "--hosts") hosts = static_cast<int>(cli::parse_int(f, v, 1, max_ranks));
+      else if (f == "--per-host") per_host = static_cast<int>(cli::parse_int(f, v, 1, max_ranks));
       else if (f == "--layout") {
         layout.clear();
         std::string cur;
         for (char ch : v + "+") {
           if (ch != '+') cur += ch;
-          else layout.push_back(static_cast<int>(cli::parse_int(f, cur, 1, 1 << 20))), cur.clear();
+          else layout.push_back(static_cast<int>(cli::parse_int(f, cur, 1, max_ranks))), cur.clear();
         }
       } else if (f == "--model-file") model_file = v;
       else if (f == "--alpha-us") flag.alpha = cli::parse_number(f, v);
@@ -125,7 +128,15 @@ int main(int argc, char** argv) {
     if (g == 0) cli::usage_error("a bandwidth of 0 Gb/s never delivers");
   if (factor < 1.01) cli::usage_error("-f must be above 1");
   if (lo > hi) cli::usage_error(detail::cat("-b ", lo, " is larger than -e ", hi));
+  if (flag.oversub < 1) cli::usage_error(detail::cat("--oversubscribe ", flag.oversub, ": ranks per core, at least 1"));
   if (layout.empty()) layout.assign(static_cast<std::size_t>(hosts), per_host);
+  {  // every rank's state is kept in memory: refuse what cannot fit before starting
+    long long ranks = 0;
+    for (int l : layout) ranks += l;
+    if (ranks > max_ranks)
+      cli::usage_error(detail::cat(ranks, " ranks (", layout.size(), " hosts) are more than ringtree-sim simulates: at most ", max_ranks,
+                                   " (2^20)"));
+  }
 
   try {
     // The constants: built-in defaults (ringtree-model's), a model file, then the flags.
@@ -181,6 +192,8 @@ int main(int argc, char** argv) {
       wo.simulate = true;
       if (wo.hosts > 1 && w.layout().slices() != w.layout().most_per_host())
         cli::usage_error("--html deals the ranks evenly over the hosts: use --hosts and --per-host");
+      if (n > 64)  // (in this tool's words: watch() speaks ringtree-trace's flags)
+        cli::usage_error(detail::cat("--html draws at most 64 ranks (an element's contributors are 64 bits); these hosts have ", n));
       const trace_story story = watch(wo);
       std::ofstream f(html);
       write_html(f, std::vector<trace_story>{story});

@@ -113,7 +113,9 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // stream through shared staging (where the transport maps control memory
   // in calls, and not while tracing: the trace shows messages).
   placement placement_of(std::size_t bytes, bool symmetric = false) const noexcept {
-    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, shared_.streams_private(*t_, trace_ != nullptr), hosts_};
+    const bool staging = shared_.streams_private(*t_, trace_ != nullptr);
+    const bool host = detail::memory_kind_of<Transport>() == memory_kind::host;  // device memory never stages
+    return {size(), bytes, detail::memory_kind_of<Transport>(), symmetric, staging, hosts_, staging && host ? detail::stage_capacity : 0};
   }
   // (its name until this release)
   placement placed(std::size_t bytes, bool symmetric = false) const noexcept { return placement_of(bytes, symmetric); }
@@ -195,7 +197,11 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // with the collectives (a split gives a stream of its own); a receive
   // takes the first one from its peer with its tag (as in MPI and gloo: a
   // message that comes before its receive waits, copied, for it). The
-  // element type and count must match the receiver's, else both raise.
+  // element type and count must match the receiver's, else the receive
+  // raises, naming the sender and both; the send raises too where it
+  // waits for its receiver (threads), and may have returned where the
+  // transport buffers it (shared memory, MPI: like an eager MPI send, it
+  // cannot learn what the receiver expects without a reply per message).
   // With asynchronous calls pending, a blocking one queues behind them and
   // is posted at once (not after them), so that "recv_async, then send"
   // on both ranks completes, as in MPI.
@@ -313,6 +319,17 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   void run(algorithm a, A&&... args) { run_at<C>(a, nullptr, nullptr, 0, 0, {}, args...); }
   template <collective C, bool Lane = true, class... A>
   void run(const call& c, A&&... args);
+  // Call c's row a on private buffers (scratch, checked as c's): a row
+  // offered only up to a size (staged) gives way where these are larger
+  // (integer avg's remainders are 8-byte).
+  template <collective C, class... A>
+  void run_private(const call& c, algorithm a, A&&... args);
+  // What the peers' lines and slots must match: collective, algorithm, op, root, type.
+  template <collective C>
+  static std::uint64_t call_word(const call& c, algorithm a) noexcept {
+    return std::uint64_t(C) | std::uint64_t(a) << 8 | std::uint64_t(c.o) << 16 | std::uint64_t(std::uint32_t(c.root + 1)) << 24 |
+           std::uint64_t(c.type) << 56;
+  }
   // Only the window form: a direct call whose arguments the transport
   // forms do not take (reduce_scatter reads `in` where it is).
   template <collective C, class... A>

@@ -282,3 +282,32 @@ TEST_CASE("shared memory: a process that calls another collective: checked mode 
     CHECK(segment_gone(name));
   }
 }
+
+// The stall chain (transport/wait_board.hpp): lines set by hand.
+TEST_CASE("a chain of waits that comes back to a rank it named stops there and says it is a cycle") {
+  std::vector<detail::wait_line> lines(5);
+  std::vector<detail::wait_line*> at;
+  for (auto& l : lines) l.waiting_for = 0, l.since_ns = 0, at.push_back(&l);
+  auto waits = [&](int r, int peer) { lines[r].waiting_for = static_cast<std::uint32_t>(peer + 1); };
+  const detail::wait_board board(nullptr, at, 1, {0, 1, 2, 3, 4});
+  waits(1, 3), waits(3, 2), waits(2, 0), waits(0, 3);  // rank 1 waits on a cycle 3 -> 2 -> 0 -> 3
+  auto b = board.follow(3);
+  CHECK(b.cycle);
+  CHECK(b.chain.find("for rank 2") != std::string::npos);
+  CHECK(b.chain.find("for rank 0") != std::string::npos);
+  CHECK(b.chain.find("which is where this chain began") != std::string::npos);
+  const auto once = [&](const std::string& s, const std::string& what) { return s.find(what) == s.rfind(what); };
+  CHECK_MESSAGE((once(b.chain, "for rank 2") && once(b.chain, "for rank 0") && once(b.chain, "for rank 3")), b.chain);
+  CHECK(b.verdict("rank 0").find("wait for each other") != std::string::npos);
+  // A chain without a cycle ends at the rank that waits for nobody, and blames it.
+  waits(0, 4);
+  b = board.follow(3);
+  CHECK_FALSE(b.cycle);
+  CHECK(b.rank == 4);
+  CHECK(b.verdict("rank 4").find("rank 4 stalled, died or is in another call") != std::string::npos);
+  // A chain through this rank (1) stops before it: this rank is the one waited for.
+  waits(4, 1);
+  b = board.follow(3);
+  CHECK_FALSE(b.cycle);
+  CHECK(b.rank == 4);
+}

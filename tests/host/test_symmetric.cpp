@@ -3,7 +3,10 @@
 // test_shm.cpp and the MPI suite.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -92,10 +95,13 @@ TEST_CASE("symmetric buffers: spans inside a buffer, automatic, and the plain al
       comm.allreduce(part, op::sum, a);
       for (int v : part) CHECK(v == 10);
     }
-    // a private buffer cannot run a symmetric-only row; two-shot streams it through staging
-    std::vector<int> priv(10, 1);
+    // a private buffer runs direct only where it fits the staging slots; two-shot streams it through staging
+    std::vector<int> priv(2000, 1);
     CHECK_THROWS_WITH_AS(comm.broadcast(std::span<int>(priv), 0, algorithm::direct),
-                         doctest::Contains("algorithm direct is not available for broadcast"), error);
+                         doctest::Contains("algorithm direct is not available for broadcast of 8000 bytes"), error);
+    std::vector<int> small(10, t.rank() == 2 ? 7 : 0);
+    comm.broadcast(std::span<int>(small), 2, algorithm::direct);
+    for (int v : small) CHECK(v == 7);
     comm.allreduce(priv, op::sum, algorithm::two_shot);
     for (int v : priv) CHECK(v == 4);
   });
@@ -177,4 +183,40 @@ TEST_CASE("symmetric buffers: a peer that reaches the phase and leaves between t
   // A peer that is gone without reaching the phase is still named.
   lines[1].seq.store(0);
   CHECK_THROWS_WITH_AS(heap.wait("allreduce", 1, target + 1), doctest::Contains("rank 1 left"), error);
+}
+
+// Staged calls (private buffers up to the slot's capacity): a rank that
+// reads nothing returns without waiting for anyone, and a slot is never
+// written again before every peer has read it.
+TEST_CASE("staged calls: a broadcast's root runs two calls ahead, and never overwrites what a peer has yet to read") {
+  local_world(3, std::chrono::seconds(60)).run([](local_transport& t) {
+    static std::atomic<bool> root_ahead{false};
+    root_ahead = false;
+    communicator comm(t);
+    std::vector<int> warm(4, 1);
+    comm.allreduce(warm, op::sum, algorithm::ring);  // maps the control memory (every rank takes part); stages nothing
+    auto bcast = [&](int k) {
+      std::vector<int> v(8, t.rank() == 0 ? k : -1);
+      comm.broadcast(std::span<int>(v), 0, algorithm::direct);
+      for (int x : v) CHECK(x == k);
+    };
+    // The root's two broadcasts finish before rank 2 has started either:
+    // were the root waiting for its readers, this would hang (60 s: the timeout).
+    if (t.rank() == 2)
+      for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(50); !root_ahead;)
+        REQUIRE(std::chrono::steady_clock::now() < until);
+    bcast(1);
+    bcast(2);
+    if (t.rank() == 0) root_ahead = true;
+    // The root's third call reuses the first call's slot: it waits for
+    // rank 2's read. Slow readers, many calls: every value arrives.
+    for (int k = 3; k < 40; ++k) {
+      if (t.rank() == 2 && k % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      bcast(k);
+      std::vector<int> in(5, k + t.rank()), out(5, -1);
+      comm.reduce(std::span<const int>(in), std::span<int>(out), 1, op::sum, algorithm::direct);  // ranks 0 and 2 return at once
+      if (t.rank() == 1)
+        for (int x : out) CHECK(x == 3 * k + 3);
+    }
+  });
 }

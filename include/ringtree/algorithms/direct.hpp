@@ -17,22 +17,66 @@
 
 namespace ringtree::direct {
 
+// Whether a call of `bytes` a rank runs staged (window W's memory has slots).
+template <class W>
+constexpr bool staged_call(std::size_t bytes) noexcept { return W::stage_capacity > 0 && bytes <= W::stage_capacity; }
+
 // Elements per step of a part that readers take while its writer still
 // works on the rest: chunk_bytes, or more where that would make too many steps.
 constexpr std::size_t step_elems(std::size_t part, std::size_t chunk_bytes, std::size_t elem) noexcept {
   return std::max(detail::chunk_elems(chunk_bytes, elem), (part + 1023) / 1024);
 }
 
-// Staged one-shot, for calls up to the window's stage_capacity on any
-// memory: every rank copies its data into its staging slot, then folds
-// all n copies in rank order into its own buffer. One synchronisation:
-// peers read the copies, never the buffer, so it may change at once.
+// Staged forms, for calls up to the window's stage_capacity on any
+// memory (on private buffers too): every rank copies what it contributes
+// into its staging slot (the window's stage, if only nothing), then reads
+// what it needs from the peers' slots. One synchronisation, and none for
+// a rank that reads nothing (a broadcast's root, a reduce's or gather's
+// other ranks): it returns at once. Peers read the copies, never the
+// buffers, so those may change as soon as the call returns.
+
+// Folds block [at, at + out.size()) of every rank's staged data, in rank
+// order, into `out`: x0 op x1 op ... op x(n-1) (the same bits everywhere).
+template <class W, class E>
+void fold_staged(W& w, std::span<E> out, op o, std::size_t staged_count, std::size_t at = 0) {
+  const auto& mem = w.memory();
+  mem.copy(out, w.template staged<E>(0, staged_count).subspan(at, out.size()));
+  for (int k = 1; k < w.size(); ++k) mem.reduce(o, out, w.template staged<E>(k, staged_count).subspan(at, out.size()));
+}
 template <class W, class E>
 void allreduce_staged(W& w, std::span<E> data, op o) {
-  const auto& mem = w.memory();
   w.stage(w.out_of_place() ? w.template peer_in<E>(w.rank()) : std::span<const E>(data));
-  mem.copy(data, w.template staged<E>(0));
-  for (int k = 1; k < w.size(); ++k) mem.reduce(o, data, w.template staged<E>(k));
+  fold_staged(w, data, o, data.size());
+}
+template <class W, class E>
+void reduce_staged(W& w, std::span<E> data, op o, int root) {
+  w.stage(std::span<const E>(data));
+  if (w.rank() == root) fold_staged(w, data, o, data.size());
+}
+// `in`: every rank's whole input; this rank's block of the result goes to `out`.
+template <class W, class E>
+void reduce_scatter_staged(W& w, std::span<const E> in, std::span<E> out, op o) {
+  w.stage(in);
+  fold_staged(w, out, o, in.size(), static_cast<std::size_t>(w.rank()) * out.size());
+}
+template <class W, class E>
+void broadcast_staged(W& w, std::span<E> data, int root) {
+  w.stage(w.rank() == root ? std::span<const E>(data) : std::span<const E>());
+  if (w.rank() != root) w.memory().copy(data, w.template staged<E>(root));
+}
+// All-to-all of equal blocks: block r of rank q's staged `in` is block q of my `out`.
+template <class W, class E>
+void alltoall_staged(W& w, std::span<const E> in, std::span<E> out) {
+  const std::size_t m = out.size() / w.size();
+  w.stage(in);
+  for (int q = 0; q < w.size(); ++q) w.memory().copy(out.subspan(q * m, m), w.template staged<E>(q, in.size()).subspan(w.rank() * m, m));
+}
+// Rank q's block of `out` (n blocks) comes from q's slot, where `in` is staged.
+template <class W, class E>
+void gather_staged(W& w, std::span<const E> in, std::span<E> out, bool reads) {
+  w.stage(in);
+  if (!reads) return;
+  for (int q = 0; q < w.size(); ++q) w.memory().copy(out.subspan(q * in.size(), in.size()), w.template staged<E>(q, in.size()));
 }
 
 // One-shot: every rank folds all n inputs in rank order, x0 op x1 op ...
@@ -206,13 +250,15 @@ void reduce_scatter(W& w, std::span<const E> in, std::span<E> out, op o) {
   w.wait_all_done();
 }
 
-// Rows of the algorithm table: offered only on symmetric memory. Counts:
+// Rows of the algorithm table: offered on symmetric memory, and where a
+// row stages (`staged`) on any host memory whose call fits the staging
+// slots (the call's bytes; all-gather's are one rank's block). Counts:
 // synchronisations as steps, the most bytes one rank reads or writes.
-template <collective C>
+template <collective C, bool staged = true>
 struct direct_row : detail::row<C, algorithm::direct> {
   static constexpr std::string_view name = "direct";
-  static constexpr bool direct = true, window_only = true;
-  static constexpr bool offered(const placement& p) noexcept { return p.symmetric; }
+  static constexpr bool direct = true, window_only = true, stages = staged;
+  static constexpr bool offered(const placement& p) noexcept { return p.symmetric || (staged && p.bytes <= p.stage_bytes); }
 };
 
 struct allreduce_row : detail::row<collective::allreduce, algorithm::two_shot> {
@@ -233,9 +279,21 @@ struct broadcast_row : direct_row<collective::broadcast> {
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
-  static void run(W& w, const chunk_sizes&, std::span<E> data, int root) { broadcast(w, data, root); }
+  static void run(W& w, const chunk_sizes&, std::span<E> data, int root) {
+    if (staged_call<W>(data.size_bytes())) broadcast_staged(w, data, root);
+    else broadcast(w, data, root);
+  }
 };
-struct scatter_row : direct_row<collective::scatter> {
+// Reduce: staged only (a reduce's buffers are never symmetric).
+struct reduce_row : direct_row<collective::reduce> {
+  static constexpr bool offered(const placement& p) noexcept { return p.bytes <= p.stage_bytes; }
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(1, (s.n - 1) * B, (s.n - 1) * B, B); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<E> data, op o, int root) { reduce_staged(w, data, o, root); }
+};
+// Scatter stages nothing: its ranks pass inputs of different sizes.
+struct scatter_row : direct_row<collective::scatter, false> {
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
@@ -245,13 +303,37 @@ struct gather_row : direct_row<collective::gather> {
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
-  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { gather(w, in, out, root); }
+  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) {
+    if (staged_call<W>(in.size_bytes())) gather_staged(w, in, out, w.rank() == root);
+    else gather(w, in, out, root);
+  }
 };
+// (the call's bytes are one block; the window's span is all n, which must fit)
 struct allgather_row : direct_row<collective::allgather> {
+  static constexpr bool offered(const placement& p) noexcept {
+    return p.symmetric || p.bytes <= p.stage_bytes / static_cast<std::size_t>(std::max(1, p.ranks));
+  }
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
-  static void run(W& w, const chunk_sizes&, std::span<E> out) { allgather(w, out); }
+  static void run(W& w, const chunk_sizes&, std::span<E> out) {
+    const std::size_t m = out.size() / w.size();
+    if (staged_call<W>(out.size_bytes())) gather_staged(w, std::span<const E>(out.subspan(w.rank() * m, m)), out, true);
+    else allgather(w, out);
+  }
+};
+// All-to-all: staged only, equal blocks only (communicator::alltoall
+// runs blocks of different sizes pairwise: ranks could not agree on
+// whether their inputs fit).
+struct alltoall_row : direct_row<collective::alltoall> {
+  static constexpr bool offered(const placement& p) noexcept { return p.bytes <= p.stage_bytes; }
+  static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(1, (s.n - 1) * B / s.n, 0, B / s.n); }
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<const std::size_t>, std::span<E> out,
+                  std::span<const std::size_t>) {
+    alltoall_staged(w, in, out);
+  }
 };
 struct reduce_scatter_row : direct_row<collective::reduce_scatter> {
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
@@ -259,7 +341,16 @@ struct reduce_scatter_row : direct_row<collective::reduce_scatter> {
   }
   template <class W, class E>
     requires(!transport<W>)
-  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, op o) { reduce_scatter(w, in, out, o); }
+  static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, op o) {
+    if (staged_call<W>(in.size_bytes())) reduce_scatter_staged(w, in, out, o);
+    else reduce_scatter(w, in, out, o);
+  }
+  // Private memory (staged only): `data` holds every block; this rank's is reduced in place.
+  template <class W, class E>
+    requires(!transport<W>)
+  static void run(W& w, const chunk_sizes&, std::span<E> data, op o) {
+    reduce_scatter_staged(w, std::span<const E>(data), detail::block_of(data, w.size(), w.rank()), o);
+  }
 };
 
 }  // namespace ringtree::direct

@@ -55,7 +55,7 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::one_shot> {
   template <class W, class E>
     requires(!transport<W>)
   static void run(W& w, const chunk_sizes&, std::span<E> data, op o) {
-    if (data.size_bytes() <= W::stage_capacity) direct::allreduce_staged(w, data, o);
+    if (direct::staged_call<W>(data.size_bytes())) direct::allreduce_staged(w, data, o);
     else direct::allreduce_one_shot(w, data, o);
   }
 };

@@ -96,13 +96,13 @@ using algorithm_table = row_list<
     one_shot::allreduce_row, direct::allreduce_row, hierarchical::allreduce_row,
     ring::broadcast_row, tree::broadcast_row, tree::binomial_broadcast_row, scatter_allgather::broadcast_row,
     direct::broadcast_row, hierarchical::broadcast_row,
-    ring::reduce_row, tree::reduce_row, tree::binomial_reduce_row, hierarchical::reduce_row,
+    ring::reduce_row, tree::reduce_row, tree::binomial_reduce_row, direct::reduce_row, hierarchical::reduce_row,
     linear::scatter_row, binomial::scatter_row, direct::scatter_row,
     linear::gather_row, binomial::gather_row, direct::gather_row,
     ring::reduce_scatter_row, direct::reduce_scatter_row, hierarchical::reduce_scatter_row,
     ring::allgather_row, direct::allgather_row, hierarchical::allgather_row,
     dissemination::barrier_row,
-    pairwise::alltoall_row>;
+    pairwise::alltoall_row, direct::alltoall_row>;
 
 // The table's rows as values, for the questions asked at run time.
 struct row_info {
@@ -112,14 +112,15 @@ struct row_info {
   bool (*offered)(const placement&) noexcept;
   cost_counts (*counts)(const shape&, double) noexcept;
   bool direct;          // runs on symmetric memory by direct reads
-  bool window_only;  // and only there (on symmetric memory, or streamed through staging)
+  bool window_only;  // and only there (on symmetric memory, or staged or streamed through staging)
+  bool stages;       // its window form also runs small calls on private memory, through the staging slots
   bool streams;      // its window form also runs on private memory, through staging
   bool across_hosts; // offered only where the ranks span hosts
   double (*net_bytes)(const shape&, double) noexcept;  // across hosts, if the row counts them (else nullptr)
 };
 template <class... Rows>
 constexpr auto infos(row_list<Rows...>) {
-  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::streams, Rows::across_hosts, Rows::net_bytes}...};
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::stages, Rows::streams, Rows::across_hosts, Rows::net_bytes}...};
 }
 inline constexpr auto rows = infos(algorithm_table{});
 

@@ -57,6 +57,7 @@ struct placement {
   bool symmetric = false;  // the call's buffers lie in symmetric memory (memory/symmetric.hpp)
   bool staging = false;    // private buffers may stream through the ranks' shared staging memory (ditto)
   int hosts = 1;           // the hosts the ranks span (a hierarchical_transport, transport/topology.hpp)
+  std::size_t stage_bytes = 0;  // what one rank may stage in a small call (0: no staging; memory/symmetric.hpp)
 };
 
 // What a row's cost counts depend on besides the buffer size: the rank

@@ -59,7 +59,7 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
   const algorithm for_scratch = private_row<collective::allreduce>(c);
   reduce_and_average(out, o, [&](auto data, op ro) {
         if (static_cast<const void*>(data.data()) == out.data()) run<collective::allreduce>(c, data, ro);
-        else run<collective::allreduce>(for_scratch, data, ro);
+        else run_private<collective::allreduce>(c, for_scratch, data, ro);
       }, [](auto data) { return data; });
 }
 
@@ -90,7 +90,7 @@ void communicator<Transport>::reduce_impl(std::span<const E> in, std::span<E> ou
     data = work.span();
   }
   mem.copy(data, in);
-  reduce_and_average(data, o, [&](auto d, op ro) { run<collective::reduce>(c.algo, d, ro, root); },
+  reduce_and_average(data, o, [&](auto d, op ro) { run_private<collective::reduce>(c, c.algo, d, ro, root); },
                      [&](auto d) { return rank() == root ? d : d.first(0); });
 }
 
@@ -137,7 +137,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
   auto work = mem.template scratch<E>(in.size());
   mem.copy(work.span(), in);
   auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
-  reduce_and_average(work.span(), o, [&](auto d, op ro) { run<collective::reduce_scatter>(c.algo, d, ro); }, mine);
+  reduce_and_average(work.span(), o, [&](auto d, op ro) { run_private<collective::reduce_scatter>(c, c.algo, d, ro); }, mine);
   mem.copy(out, std::span<const E>(mine(work.span())));
 }
 
@@ -166,8 +166,14 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
                                             std::span<const std::size_t> recvs, algorithm a) {
   const int n = size();
   const bool equal = sends.empty() && recvs.empty();
+  // Blocks of different sizes run pairwise: what automatic would be asked
+  // about (this rank's input) differs between ranks.
+  if (!equal && a == algorithm::automatic) a = algorithm::pairwise;
   // (count: checked mode compares the pairs instead; totals may differ by rank)
   call c = start<E>(collective::alltoall, 0, op::sum, -1, a, in.size());
+  const auto* row = detail::find_row(collective::alltoall, a);
+  c.require(equal || row == nullptr || !row->window_only, "algorithm ", to_string(a),
+            " takes equal blocks only (alltoall(in, out)); blocks of different sizes run pairwise");
   std::vector<std::size_t> even;
   if (equal) {
     c.template require_blocks<E>("out", out.size(), "", "a block", out.size() / n, n);
@@ -195,7 +201,7 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
   }
   finish<collective::alltoall>(c);
   if (n == 1) return memory().copy(out, in);
-  run<collective::alltoall>(c.algo, in, sends, out, recvs);
+  run_private<collective::alltoall>(c, c.algo, in, sends, out, recvs);
 }
 
 }  // namespace ringtree

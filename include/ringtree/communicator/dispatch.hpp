@@ -115,10 +115,13 @@ std::optional<algorithm> communicator<Transport>::private_row(std::size_t bytes,
 template <transport Transport>
 template <collective C, bool Lane, class... A>
 void communicator<Transport>::run(const call& c, A&&... args) {
-  // what the peers' lines must match: collective, algorithm, op, root, type
-  const std::uint64_t what = std::uint64_t(C) | std::uint64_t(c.algo) << 8 | std::uint64_t(c.o) << 16 |
-                             std::uint64_t(std::uint32_t(c.root + 1)) << 24 | std::uint64_t(c.type) << 56;
-  run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, what, c.private_in, args...);
+  run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, call_word<C>(c, c.algo), c.private_in, args...);
+}
+template <transport Transport>
+template <collective C, class... A>
+void communicator<Transport>::run_private(const call& c, algorithm a, A&&... args) {
+  a = *private_row<C>(detail::first_span_bytes(args...), a, true);
+  run_at<C>(a, nullptr, nullptr, 0, call_word<C>(c, a), {}, args...);
 }
 template <transport Transport>
 template <collective C, bool Lane, class... A>
@@ -138,7 +141,7 @@ void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::fou
   // through staging (not while tracing: the trace shows messages, and
   // these move none).
   const std::size_t bytes = detail::first_span_bytes(args...);
-  const bool staged = Row::direct && Row::stages && shared_.heap && !trace_ && bytes <= window::stage_capacity;
+  const bool staged = Row::direct && Row::stages && shared_.heap && !trace_ && direct::staged_call<window>(bytes);
   const bool streamed = Row::direct && !staged && streams_call(Row::streams, at != nullptr);
   if (!private_in.empty() && !streamed)  // `out` was left unfilled for a stream that is not here
     throw error(name, rank(), detail::cat(Row::name, " was handed the input of a streamed call but does not stream it"));

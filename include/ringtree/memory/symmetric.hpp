@@ -253,28 +253,39 @@ class symmetric_window {
   const M& memory() const noexcept { return mem_; }
 
   // Small calls on any host memory: a copy of my data goes to my staging
-  // slot, where peers read it (stage_capacity bytes at most). One
-  // synchronisation per call: nobody reads my buffer, so I may return at
-  // once. (The slots are host memory: device memory never stages.)
+  // slot, where peers read it (stage_capacity bytes at most). Nobody reads
+  // my buffer, so I may return once I have read what I need: at once
+  // where that is nothing (a broadcast's root), as an eager message lets
+  // MPI's. Every rank stages once in every staged call, if only nothing:
+  // a slot is written again two staged calls later, once every peer has
+  // staged the call in between, which it does only after it has read
+  // everything of this one. (The slots are host memory: device memory
+  // never stages.)
   static constexpr std::size_t stage_capacity = detail::kind_of_memory<M>() == memory_kind::host ? detail::stage_capacity : 0;
   template <class E>
   void stage(std::span<const E> mine) {
     stage_ = h_->next_stage();
+    if (stage_ > 2)
+      for (int q = 0; q < size(); ++q)
+        if (q != rank()) h_->wait(call_, q, h_->stage(q, stage_ - 1)->seq, stage_ - 1);
     auto* slot = h_->stage(rank(), stage_);
     slot->what = what_;
     slot->bytes = mine.size_bytes();
     if (!mine.empty()) std::memcpy(reinterpret_cast<std::byte*>(slot + 1), mine.data(), mine.size_bytes());
     slot->seq.store(stage_, std::memory_order_release);
   }
-  // Rank q's staged data of this call (my own copy for q == rank()).
+  // Rank q's staged data of this call (my own copy for q == rank()):
+  // `count` elements, the call's whole span unless said.
   template <class E>
-  std::span<const E> staged(int q) const {
+  std::span<const E> staged(int q) const { return staged<E>(q, bytes_ / sizeof(E)); }
+  template <class E>
+  std::span<const E> staged(int q, std::size_t count) const {
     const auto* slot = h_->stage(q, stage_);
     if (q != rank()) h_->wait(call_, q, slot->seq, stage_);
-    if (slot->what != what_ || slot->bytes != bytes_)
-      throw error(call_, rank(), detail::cat("rank ", q, " called a different collective (", slot->bytes, " bytes, call word ",
-                                             slot->what, ") than this rank (", bytes_, " bytes, call word ", what_, ")"));
-    return {reinterpret_cast<const E*>(slot + 1), bytes_ / sizeof(E)};
+    if (slot->what != what_ || slot->bytes != count * sizeof(E))
+      throw error(call_, rank(), detail::cat("rank ", q, " called a different collective (", slot->bytes, " bytes staged, call word ",
+                                             slot->what, ") than this rank (", count * sizeof(E), " bytes, call word ", what_, ")"));
+    return {reinterpret_cast<const E*>(slot + 1), count};
   }
 
   // A call on private memory that streams through staging (the window's

@@ -42,9 +42,12 @@ struct network {
   bool contention = true;                      // false: ports and links never busy (what the schedule alone costs)
   // The cost model's constants (the same file ringtree calibrates).
   static network of(const cost_model& m) { return {m.alpha, m.beta, m.alpha_net, m.beta_net, m.gamma, 1, m.knee, m.alpha_above, true}; }
+  // (with the CPU's costs times the oversubscription, as links charges them)
   cost_model model() const {
     cost_model m;
-    m.alpha = alpha, m.beta = beta, m.gamma = gamma, m.alpha_net = alpha_net, m.beta_net = beta_net;
+    const double cpu = std::max(1.0, oversubscription);
+    m.alpha = alpha * cpu, m.beta = beta * cpu, m.gamma = gamma * cpu;
+    m.alpha_net = alpha_net < 0 ? alpha : alpha_net, m.beta_net = beta_net < 0 ? beta : beta_net;
     m.knee = knee, m.alpha_above = alpha_above;
     m.source = "simulated network";
     return m;

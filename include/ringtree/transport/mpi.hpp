@@ -372,8 +372,7 @@ class mpi_transport {
     throw timeout_error(r.recv_ ? "recv" : "send", rank_, named,
                         detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
                                     whole_.empty() || b.chain.empty() ? "" : detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)"),
-                                    b.chain, ", the whole timeout (RINGTREE_TIMEOUT): ", b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank),
-                                    " stalled, died or is in another call"));
+                                    b.chain, b.verdict(b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank))));
   }
   int whole_of(int r) const noexcept { return whole_.empty() ? r : whole_[r]; }
   // One MPI_Testall of r's pieces: completes r (and checks what arrived)

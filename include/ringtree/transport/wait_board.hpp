@@ -13,6 +13,7 @@
 // about to sleep), so the hot path pays nothing. A failed wait leaves its
 // line set: a peer that finds this rank dead or gone still learns what it
 // was waiting for.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -47,12 +48,21 @@ class wait_board {
   // Where a wait on the whole's rank `peer` is stuck: the last rank of the
   // chain of long waits that starts at `peer` (peer itself if it is not
   // waiting, or is not on this host), and the chain in words, "" if none.
+  // A chain that comes back to a rank it named (not this one) is a cycle:
+  // it stops there, and none of its ranks is more to blame than another.
   struct blame {
     int rank;
     std::string chain;
+    bool cycle = false;
+    // The end of a timeout's message: who is to blame (`it`: the peer itself).
+    std::string verdict(const std::string& it) const {
+      if (cycle) return "; the ranks of this cycle wait for each other (collectives called in different orders?)";
+      return cat(", the whole timeout (RINGTREE_TIMEOUT): ", it, " stalled, died or is in another call");
+    }
   };
   blame follow(int peer) const {
     blame b{peer, {}};
+    std::vector<int> named{peer};
     for (std::size_t hops = 0; hops < lines_.size(); ++hops) {
       const int i = index_of(b.rank);
       if (i < 0) break;  // elsewhere: the chain leaves the host here
@@ -62,6 +72,12 @@ class wait_board {
       if (next == me() || next == b.rank) break;  // a cycle through this rank: it is the one waited for
       const double s = static_cast<double>(now_ns() - lines_[i]->since_ns.load(std::memory_order_relaxed)) * 1e-9;
       b.chain += cat(", which has waited ", static_cast<int>(s * 10) / 10.0, " s for rank ", next);
+      if (std::find(named.begin(), named.end(), next) != named.end()) {
+        b.chain += ", which is where this chain began";
+        b.cycle = true;
+        break;
+      }
+      named.push_back(next);
       b.rank = next;
     }
     return b;

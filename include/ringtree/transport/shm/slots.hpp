@@ -456,7 +456,7 @@ class slot_transport {
     const std::string whole = renumbered_ ? detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)") : "";
     throw timeout_error(what, rank_, numbered(b.rank),
                         detail::cat(why.empty() ? detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_) : why,
-                                    whole, b.chain, ", the whole timeout (RINGTREE_TIMEOUT): rank ", b.rank, " stalled, died or is in another call"));
+                                    whole, b.chain, b.verdict(detail::cat("rank ", b.rank))));
   }
   // The whole's rank w in this transport's numbering: its own rank here, or
   // size() + w for a rank that is not in it (traced_transport reads it so).
