@@ -309,6 +309,31 @@ int hosts_of(Comm& comm) {
   else return 1;
 }
 
+// All-to-all of blocks of different sizes whose send and receive lists
+// differ (rank r sends f(2r + j) elements to rank j and receives f(2j + r)
+// from it, some of them 0), so that send and receive offsets differ: ""
+// or the first wrong element. Block j of r's input holds 1000 r + 10 j + i.
+template <class Comm>
+std::string check_alltoallv(Comm& comm) {
+  const int n = comm.size(), r = comm.rank();
+  auto f = [](int x) { return static_cast<std::size_t>(x % 4); };
+  std::vector<std::size_t> sends(n), recvs(n);
+  for (int j = 0; j < n; ++j) sends[j] = f(2 * r + j), recvs[j] = f(2 * j + r);
+  std::vector<std::int32_t> in, out;
+  for (int j = 0; j < n; ++j)
+    for (std::size_t i = 0; i < sends[j]; ++i) in.push_back(1000 * r + 10 * j + static_cast<std::int32_t>(i));
+  for (int j = 0; j < n; ++j) out.resize(out.size() + recvs[j], -1);
+  comm.alltoall(std::span<const std::int32_t>(in), std::span<const std::size_t>(sends), std::span<std::int32_t>(out),
+                std::span<const std::size_t>(recvs));
+  std::size_t at = 0;
+  for (int j = 0; j < n; ++j)
+    for (std::size_t i = 0; i < recvs[j]; ++i, ++at)
+      if (const std::int32_t want = 1000 * j + 10 * r + static_cast<std::int32_t>(i); out[at] != want)
+        return detail::cat("uneven alltoall on ", n, " ranks: rank ", r, " element ", i, " of rank ", j, "'s block (at ", at, ") is ", out[at],
+                           ", expected ", want);
+  return {};
+}
+
 // Runs every case (on symmetric buffers: the direct ones) on `comm`, every
 // rank every case even after a failure, to stay in step; the first failure.
 template <class... Es, class Comm>
@@ -319,6 +344,10 @@ std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts, unsign
     for (auto& x : f)
       if (first.empty()) first = x;
   }
+  if constexpr (requires(std::span<const std::int32_t> i, std::span<const std::size_t> k, std::span<std::int32_t> o) {
+                  comm.alltoall(i, k, o, k);
+                })
+    if (auto x = check_alltoallv(comm); first.empty()) first = x;
   return first;
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "../test_time.hpp"
+
 namespace rt_test {
 
 inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

@@ -269,7 +269,7 @@ TEST_CASE("shm: ranks whose environments differ (RINGTREE_ALGO, RINGTREE_TRACE o
       const std::string trace = detail::cat("/tmp/ringtree-test-trace-", getpid(), ".json");
       if (std::string(var) == "RINGTREE_ALGO") setenv(var, rank == 0 ? "ring" : "recursive_doubling", 1);
       else if (rank == 0) setenv(var, trace.c_str(), 1);
-      shm_transport t(name + var, rank, 2, shm_options{.timeout = 20s});
+      shm_transport t(name + var, rank, 2, shm_options{.timeout = rt_test::scaled(20s)});
       try {
         communicator comm(t);
         std::vector<std::int64_t> v(1, 1);
@@ -299,13 +299,13 @@ TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
   REQUIRE(child >= 0);
   if (child == 0) {  // rank 1, doing what allocate does: map its segment, then wait in the exchange for rank 0
     try {
-      shm_transport t(name, 1, 2, shm_options{.timeout = 20s});
+      shm_transport t(name, 1, 2, shm_options{.timeout = rt_test::scaled(20s)});
       (void)t.map_shared(bytes);
     } catch (...) {
     }
     _exit(0);
   }
-  shm_transport t(name, 0, 2, shm_options{.timeout = 20s});
+  shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(20s)});
   // rank 1's segment, as soon as it exists (rank 1 is still filling it): then kill rank 1 there
   std::string victim;
   for (auto until = std::chrono::steady_clock::now() + 20s; victim.empty() && std::chrono::steady_clock::now() < until;) {

@@ -52,13 +52,14 @@ TEST_CASE("shm: every collective between forked processes, bootstrapped from the
       shm_options opt;
       opt.slot_bytes = 256;  // many chunks per message even at small counts
       opt.slots = 3;
-      opt.timeout = 20s;
+      opt.timeout = rt_test::scaled(20s);  // a hang guard
       auto t = shm_transport::from_env(opt);
       communicator comm(t, communicator_options{.checked = true});
       std::string first;
       for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000}))
         for (auto f : {rt_test::check<float>(comm, c), rt_test::check<std::int32_t>(comm, c)})
           if (first.empty()) first = f;
+      if (auto f = rt_test::check_alltoallv(comm); first.empty()) first = f;
       std::fprintf(out, "%s", first.c_str());
       return first.empty() ? 0 : 1;
     });
@@ -277,6 +278,42 @@ TEST_CASE("shm: a message of another length than the receiver posted is refused,
   CHECK(has(res[1].text, "rank 0 sent a message of 100 bytes to rank 1, which expected 60"));
   // the receive behind it raises too: the transport is broken after the refusal
   CHECK(has(res[1].text, "failed earlier and cannot be used again"));
+}
+
+// What communicator::send promises for a send whose type or count the
+// receiver does not expect: the receive raises, naming the sender and
+// both; the send, which shared memory buffers, returns (it cannot know).
+TEST_CASE("shm: point to point of another count or type: the receive raises naming both, the send returns") {
+  for (bool other_type : {false, true}) {
+    CAPTURE(other_type);
+    const std::string name = unique_name("p2p");
+    auto res = run_processes(2, [&](int rank, FILE* out) {
+      shm_transport t(name, rank, 2, shm_options{.timeout = 30s});
+      communicator comm(t);
+      try {
+        if (rank == 0) {
+          comm.send(std::vector<std::int32_t>(4, 1), 1, 3);
+          return 0;
+        }
+        if (other_type) {
+          std::vector<float> w(4);
+          comm.recv(w, 0, 3);
+        } else {
+          std::vector<std::int32_t> w(5);
+          comm.recv(w, 0, 3);
+        }
+      } catch (const error& e) {
+        std::fprintf(out, "%s", e.what());
+        return 7;
+      }
+      return 0;
+    });
+    CHECK_MESSAGE(exited_ok(res[0]), res[0].text);
+    CHECK_MESSAGE((WIFEXITED(res[1].status) && WEXITSTATUS(res[1].status) == 7), res[1].text);
+    CHECK_MESSAGE(has(res[1].text, other_type ? "rank 0 sent 4 elements of int32 with tag 3, but this rank receives 4 elements of float"
+                                              : "rank 0 sent 4 elements of int32 with tag 3, but this rank receives 5 elements of int32"),
+                  res[1].text);
+  }
 }
 
 // ---- Who may attach: one process per rank, one job per segment; stale
@@ -523,7 +560,7 @@ TEST_CASE("shm: symmetric buffers between forked processes: every direct algorit
     const std::string name = unique_name("sym");
     auto res = run_processes(n, [&](int rank, FILE* out) {
       shm_options opt;
-      opt.timeout = 20s;
+      opt.timeout = rt_test::scaled(20s);  // a hang guard
       shm_transport t(name, rank, n, opt);
       communicator_options o;
       o.checked = true;
@@ -557,7 +594,7 @@ TEST_CASE("shm: a rank that leaves right after its last call never fails a slowe
     const std::string name = unique_name(detail::cat("leave", round).c_str());
     auto res = run_processes(n, [&](int rank, FILE* out) {
       shm_options opt;
-      opt.timeout = 20s;
+      opt.timeout = rt_test::scaled(20s);  // a hang guard
       shm_transport t(name, rank, n, opt);
       communicator comm(t);
       // small: staged through control memory; large: messages in slots
