@@ -322,8 +322,13 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // Call c's row a on private buffers (scratch, checked as c's): a row
   // offered only up to a size (staged) gives way where these are larger
   // (integer avg's remainders are 8-byte).
-  template <collective C, class... A>
+  template <collective C, bool Lane = true, class... A>
   void run_private(const call& c, algorithm a, A&&... args);
+  // A call of no elements with good arguments returns at once (MPI's do),
+  // unless checked mode is to compare it across ranks.
+  bool returns_at_once(const call& c, std::size_t elems) const noexcept {
+    return elems == 0 && c.problem.empty() && !(opt_.checked && size() > 1);
+  }
   // What the peers' lines and slots must match: collective, algorithm, op, root, type.
   template <collective C>
   static std::uint64_t call_word(const call& c, algorithm a) noexcept {

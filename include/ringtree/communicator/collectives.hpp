@@ -43,6 +43,7 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
   call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size(), out);
   c.require(out.size() == in.size(), "out.size() = ", out.size(), " but in.size() = ", in.size());
   c.require(in.data() == out.data() || !detail::overlap(in, out), "in and out overlap but are not the same buffer");
+  if (returns_at_once(c, in.size())) return;
   finish<collective::allreduce>(c);
   if (out.empty()) return;
   // Out of place on symmetric memory: the direct rows read the peers'
@@ -67,6 +68,7 @@ template <transport Transport>
 template <element E>
 void communicator<Transport>::broadcast_impl(std::span<E> data, int root, algorithm a) {
   call c = start<E>(collective::broadcast, data.size(), op::sum, root, a, data.size(), data);
+  if (returns_at_once(c, data.size())) return;
   finish<collective::broadcast>(c);
   if (data.empty()) return;
   run<collective::broadcast>(c, data, root);
@@ -80,6 +82,7 @@ void communicator<Transport>::reduce_impl(std::span<const E> in, std::span<E> ou
     c.require(out.size() == in.size(), "out.size() = ", out.size(), " on the root but in.size() = ", in.size());
     c.require(in.data() == out.data() || !detail::overlap(in, out), "in and out overlap but are not the same buffer");
   }
+  if (returns_at_once(c, in.size())) return;
   finish<collective::reduce>(c);
   if (in.empty()) return;
   auto mem = memory();
@@ -102,6 +105,7 @@ void communicator<Transport>::scatter_impl(std::span<const E> in, std::span<E> o
     c.template require_blocks<E>("in", in.size(), " on the root", "out", out.size(), size());
     c.require(!detail::overlap(in, out), "in and out overlap");
   }
+  if (returns_at_once(c, out.size())) return;
   finish<collective::scatter>(c);
   run<collective::scatter>(c, in, out, root);
 }
@@ -114,6 +118,7 @@ void communicator<Transport>::gather_impl(std::span<const E> in, std::span<E> ou
     c.template require_blocks<E>("out", out.size(), " on the root", "in", in.size(), size());
     c.require(!detail::overlap(in, out), "in and out overlap");
   }
+  if (returns_at_once(c, in.size())) return;
   finish<collective::gather>(c);
   run<collective::gather>(c, in, out, root);
 }
@@ -124,6 +129,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
   call c = start<E>(collective::reduce_scatter, out.size(), o, -1, a, in.size(), in);
   c.template require_blocks<E>("in", in.size(), "", "out", out.size(), size());
   c.require(!detail::overlap(in, out), "in and out overlap");
+  if (returns_at_once(c, out.size())) return;
   finish<collective::reduce_scatter>(c);
   if (out.empty()) return;
   auto mem = memory();
@@ -134,6 +140,11 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
     return;
   }
   c.algo = private_row<collective::reduce_scatter>(c);
+  if (detail::find_row(collective::reduce_scatter, c.algo)->stages && !exact_avg) {  // staged: peers read a copy of `in`
+    run_private<collective::reduce_scatter, false>(c, c.algo, in, out, o);
+    if (o == op::avg) mem.average(out, size());
+    return;
+  }
   auto work = mem.template scratch<E>(in.size());
   mem.copy(work.span(), in);
   auto mine = [&](auto d) { return detail::block_of(d, size(), rank()); };
@@ -155,6 +166,7 @@ void communicator<Transport>::allgather_impl(std::span<const E> in, std::span<E>
   const bool in_place = reinterpret_cast<std::uintptr_t>(in.data()) ==
                         reinterpret_cast<std::uintptr_t>(out.data()) + at * sizeof(E);
   if (sized) c.require(in_place || !detail::overlap(in, out), "in overlaps out but is not out's block ", rank());
+  if (returns_at_once(c, in.size())) return;
   finish<collective::allgather>(c);
   memory().copy(out.subspan(at, in.size()), in);
   run<collective::allgather>(c, out);
@@ -199,6 +211,7 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
     c.sends = sends, c.recvs = recvs;
     for (int j = 0; j < n; ++j) c.pairs_sent += detail::pair_digest(rank(), j, sends[j]), c.pairs_expected += detail::pair_digest(j, rank(), recvs[j]);
   }
+  if (equal && returns_at_once(c, out.size())) return;  // (uneven: peers may still send this rank empty blocks)
   finish<collective::alltoall>(c);
   if (n == 1) return memory().copy(out, in);
   run_private<collective::alltoall>(c, c.algo, in, sends, out, recvs);

@@ -118,10 +118,10 @@ void communicator<Transport>::run(const call& c, A&&... args) {
   run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, call_word<C>(c, c.algo), c.private_in, args...);
 }
 template <transport Transport>
-template <collective C, class... A>
+template <collective C, bool Lane, class... A>
 void communicator<Transport>::run_private(const call& c, algorithm a, A&&... args) {
   a = *private_row<C>(detail::first_span_bytes(args...), a, true);
-  run_at<C>(a, nullptr, nullptr, 0, call_word<C>(c, a), {}, args...);
+  run_at<C, Lane>(a, nullptr, nullptr, 0, call_word<C>(c, a), {}, args...);
 }
 template <transport Transport>
 template <collective C, bool Lane, class... A>
