@@ -157,7 +157,7 @@ template <element E>
 void communicator<Transport>::allgather_impl(std::span<const E> in, std::span<E> out, algorithm a) {
   call c = start<E>(collective::allgather, in.size(), op::sum, -1, a, in.size(), out);
   const bool sized = detail::product_of(in.size(), size()) == out.size();
-  c.require(sized, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
+  if (!sized) c.require(false, "out.size() = ", out.size(), " but size() * in.size() = ", detail::product_text(size(), in.size()));
   c.template require_fits<E>(out.size());
   // Sliced only once the sizes are known to fit (a hardened standard
   // library aborts on an out-of-range subspan instead of raising).
