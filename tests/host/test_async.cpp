@@ -295,6 +295,8 @@ TEST_CASE("alltoall: blocks of any size, against the reference; bad counts are r
       comm.alltoall_async(a, b).wait();
       for (int j = 0; j < n; ++j) CHECK(b[2 * j + 1] == 100 * j + 2 * r + 1);
       if (n > 1) {
+        CHECK_THROWS_WITH_AS(comm.alltoall(in, std::span<const std::size_t>(sends), out, std::span<const std::size_t>(recvs), algorithm::direct),
+                             doctest::Contains("algorithm direct takes equal blocks only"), error);
         std::vector<std::size_t> short_counts(n - 1, 0);
         CHECK_THROWS_WITH_AS(comm.alltoall(in, std::span<const std::size_t>(short_counts), out, std::span<const std::size_t>(recvs)),
                              doctest::Contains("must both be size()"), error);
