@@ -114,7 +114,19 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
   const settings& s = the_settings();
   comm_info* info = nullptr;
   const char* why = refused_everywhere(comm, info);
-  if (!why && !s.log && info->to_mpi[std::size_t(kind)].count == count && info->to_mpi[std::size_t(kind)].t == t) return mpi();
+  // A call that goes to MPI's own still completes the layer's requests
+  // first (a freed MPI_Iallreduce completes before the next blocking call
+  // on its communicator returns).
+  auto to_mpi = [&] {
+    if (info && info->lc) try {
+        info->lc->comm.quiesce();
+      } catch (const std::exception& e) {
+        return raise(comm, call_names[std::size_t(kind)].data(), e.what());
+      }
+    return mpi();
+  };
+  const call_to_mpi& memo = info ? info->to_mpi[std::size_t(kind)] : call_to_mpi{};
+  if (!why && !s.log && memo.set && memo.count == count && memo.t == t) return to_mpi();
   if (!why) why = refusal();
   const std::size_t size = why ? 0 : bytes();  // (asked once, and only of a call not refused: a null datatype has none)
   // (MPI's own returns at once, without a word to the other ranks)
@@ -128,10 +140,10 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
     }
     if (!lc->one_host && kind == call_kind::iallreduce) why = "across hosts (its progress thread would call MPI)";
     else if (!lc->one_host && size < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
-    else if (s.routes && lc->routes.get(kind, size) == route::mpi) why = "measured faster", info->to_mpi[std::size_t(kind)] = {count, t};
+    else if (s.routes && lc->routes.get(kind, size) == route::mpi) why = "measured faster", info->to_mpi[std::size_t(kind)] = {true, count, t};
   }
   if (s.log) log_line(comm, call, text(), why ? std::string("MPI (") + why + ")" : std::string("ringtree"));
-  if (why) return mpi();
+  if (why) return to_mpi();
   inside_scope in;
   try {
     run(lc->comm);

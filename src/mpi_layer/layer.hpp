@@ -63,6 +63,7 @@ struct layer_comm {
 // Per call, the last count and datatype its routes sent to MPI ("measured
 // faster"): calls repeat their sizes, and these need no other look.
 struct call_to_mpi {
+  bool set = false;  // (unset never matches: MPI_Barrier's count -1 and null type were a match)
   long count = -1;
   MPI_Datatype t = MPI_DATATYPE_NULL;
 };
