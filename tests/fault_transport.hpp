@@ -6,6 +6,9 @@
 //   throw_exit:   the rank's thread throws (a rank of local_world dying);
 //   stall:        the rank sleeps, then goes on, as a descheduled or
 //                 swapping process would.
+//   slow_to_next: on every rank, each message to the next rank (a ring's
+//                 only peer) waits `stall` first: one algorithm made
+//                 clearly slower, for the chooser's tests.
 // The other ranks and calls pass through untouched, and so does everything
 // before arm() (call it once the communicator over it is made).
 #include <chrono>
@@ -17,7 +20,7 @@
 
 namespace rt_test {
 
-enum class fault { none, exit_process, throw_exit, stall };
+enum class fault { none, exit_process, throw_exit, stall, slow_to_next };
 
 template <ringtree::transport T>
 class faulty_transport {
@@ -38,6 +41,7 @@ class faulty_transport {
   void arm() noexcept { armed_ = true; }
 
   request isend(int peer, std::span<const std::byte> data) {
+    if (armed_ && fault_ == fault::slow_to_next && peer == (rank() + 1) % size()) std::this_thread::sleep_for(stall_);
     if (armed_ && rank() == faulty_ && posted_++ == after_) trigger();
     return inner_->isend(peer, data);
   }
@@ -54,6 +58,7 @@ class faulty_transport {
       case fault::exit_process: std::_Exit(42);
       case fault::throw_exit: throw std::runtime_error("injected: this rank died");
       case fault::stall: std::this_thread::sleep_for(stall_); break;
+      case fault::slow_to_next:
       case fault::none: break;
     }
   }

@@ -97,6 +97,36 @@ TEST_CASE("seams: ranks opened with different settings raise on every rank, nami
   for (const auto& w : fine) CHECK_MESSAGE(w.empty(), w);
 }
 
+TEST_CASE("seams: every setting that decides what runs is agreed on, each differing on one rank") {
+  // The list is the one table the communicator states (settings.hpp): an
+  // entry that its word leaves out (say, a cost model constant) raises nothing here.
+  const detail::opened_settings base{communicator_options{.model = cost_model{}}, config{}, false};
+  std::set<std::string> names;
+  for (const auto& setting : detail::decisive_settings) {
+    CAPTURE(setting.name);
+    CHECK_MESSAGE(names.insert(setting.name).second, "two entries named ", setting.name);
+    for (int odd : {1, 2}) {
+      auto what = errors_of(3, [&](local_transport& t) {
+        auto mine = base;
+        if (t.rank() == odd) setting.vary(mine);
+        detail::agree_on_settings(t, t.rank(), mine);
+      });
+      const std::string expected = detail::cat("ranks ", odd, " differ from rank 0 in ", setting.name, " (");
+      for (const auto& w : what) CHECK_MESSAGE(has(w, expected), w);
+    }
+  }
+  // and alike everywhere: nothing raised
+  for (const auto& w : errors_of(3, [&](local_transport& t) { detail::agree_on_settings(t, t.rank(), base); }))
+    CHECK_MESSAGE(w.empty(), w);
+  // a model on one rank only is named too (its first constant)
+  auto model = errors_of(2, [](local_transport& t) {
+    detail::opened_settings s{communicator_options{}, config{}, false};
+    if (t.rank() == 1) s.opt.model = cost_model{};
+    detail::agree_on_settings(t, t.rank(), s);
+  });
+  for (const auto& w : model) CHECK_MESSAGE(has(w, "communicator_options::model.alpha (rank 0: none, rank 1: 5e-06)"), w);
+}
+
 TEST_CASE("seams: checked mode compares the row that runs, not the one asked for") {
   // rank 0 asks for ring, rank 1 for automatic, which the option makes ring: they agree, and the sums are right
   auto same = errors_of(2, [](local_transport& t) {

@@ -13,6 +13,8 @@
 
 #include <ringtree/ringtree.hpp>
 
+#include "../fault_transport.hpp"
+
 using namespace ringtree;
 
 namespace {
@@ -214,6 +216,40 @@ TEST_CASE("automatic by measurement: agreed on every rank, cached, and never tou
     local_world(n).run([&](local_transport& t) { (void)communicator<local_transport>(t).choose(collective::broadcast, 1 << 20); });
     CHECK(slurp(file).find("broadcast 1048576 = ") != std::string::npos);
   }
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST_CASE("automatic by measurement does not pick an algorithm made clearly slower, on every rank alike") {
+  // The cost model (constants from a file, so the same on every machine)
+  // picks ring for a 1 MiB broadcast on 4 ranks. Every message to the next
+  // rank (ring's only peer) then waits 2 ms: ring's broadcast sends several
+  // chunks down the chain, binomial's two of its messages, so measuring
+  // must turn away from ring. A chooser that falls back to the model here
+  // picks ring and fails.
+  const std::string dir = temp_dir();
+  scoped_env cache("RINGTREE_CACHE_DIR", dir);
+  const std::string model = dir + "/model.txt";
+  std::ofstream(model) << "alpha_us = 5\nbeta_ns_per_byte = 0.1\ngamma_ns_per_byte = 0.1\n";
+  scoped_env file("RINGTREE_MODEL_FILE", model);
+  const int n = 4;
+  const std::size_t bytes = 1 << 20;
+  auto choices = [&](config::tuning tune) {
+    std::vector<algorithm> picked(n);
+    local_world(n).run([&](local_transport& t) {
+      rt_test::faulty_transport<local_transport> slow(t, -1, rt_test::fault::slow_to_next, 0, std::chrono::milliseconds(2));
+      communicator comm(slow, communicator_options{.tune = tune});
+      slow.arm();
+      picked[t.rank()] = comm.choose(collective::broadcast, bytes);
+    });
+    return picked;
+  };
+  const auto by_model = choices(config::tuning::model);
+  REQUIRE(by_model[0] == algorithm::ring);  // else this case tests nothing
+  const auto measured = choices(config::tuning::fresh);
+  MESSAGE("broadcast of 1 MiB, ring's messages slowed: measured ", to_string(measured[0]));
+  CHECK(measured[0] != algorithm::ring);
+  CHECK(detail::offers(collective::broadcast, measured[0]));
+  for (int r = 1; r < n; ++r) CHECK(measured[r] == measured[0]);
   std::system(("rm -rf '" + dir + "'").c_str());
 }
 

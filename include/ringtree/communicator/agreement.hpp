@@ -33,8 +33,9 @@ std::vector<std::uint64_t> gather_words(T& lane, std::span<const std::uint64_t> 
 
 // "ranks 1, 3 differ from rank 0 in <field> (rank 0: a, rank 1: b, ...)"
 // for the first of `fields` in which some rank differs from rank 0, or "".
-inline std::string first_difference(std::span<const std::uint64_t> all, int n, std::span<const stated_field> fields,
-                                    std::size_t width) {
+// (Field: a name and a show, as stated_field has.)
+template <class Field>
+std::string first_difference(std::span<const std::uint64_t> all, int n, std::span<const Field> fields, std::size_t width) {
   for (std::size_t f = 0; f < fields.size(); ++f) {
     std::string differ;
     for (int r = 1; r < n; ++r)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ringtree/communicator.hpp>
+#include <ringtree/communicator/settings.hpp>
 
 namespace ringtree {
 
@@ -49,46 +50,11 @@ void communicator<Transport>::open() {
 }
 
 // Every rank opens the communicator with the settings that decide what
-// runs, or none does: ranks that resolve one call to different rows (or
-// that compare calls while others do not) would exchange wrong bytes.
-// One exchange, here; calls pay nothing for it.
+// runs (communicator/settings.hpp), or none does. One exchange, here;
+// calls pay nothing for it.
 template <transport Transport>
 void communicator<Transport>::agree_on_settings() {
-  const auto& ch = opt_.chunks;
-  constexpr std::uint64_t none = 0xff;
-  auto algo = [](std::optional<algorithm> a) { return a ? std::uint64_t(*a) : none; };
-  std::uint64_t model = 0;
-  if (opt_.model)
-    for (double v : {opt_.model->alpha, opt_.model->beta, opt_.model->gamma, opt_.model->knee, opt_.model->alpha_above,
-                     opt_.model->alpha_net, opt_.model->beta_net})
-      model = detail::mix(model ^ std::bit_cast<std::uint64_t>(v));
-  const std::vector<std::uint64_t> mine = {
-      opt_.checked ? 1u : 0u, algo(opt_.algo), algo(chooser_.env_algo()), ch.ring_chunk_bytes, ch.tree_chunk_bytes,
-      ch.chain_chunk_bytes, ch.direct_chunk_bytes, ch.stream_bytes, std::uint64_t(cfg_.tune), model, trace_ ? 1u : 0u,
-      opt_.point_to_point_only ? 1u : 0u};
-  static constexpr auto show_algo = [](std::uint64_t v) {
-    return v == none ? std::string("none") : std::string(to_string(algorithm(v)));
-  };
-  static constexpr auto show_on = [](std::uint64_t v) { return std::string(v ? "on" : "off"); };
-  static constexpr detail::stated_field settings[] = {
-      {"checked mode (communicator_options::checked, RINGTREE_CHECK)", show_on},
-      {"communicator_options::algo", show_algo},
-      {"RINGTREE_ALGO", show_algo},
-      {"chunks.ring_chunk_bytes", detail::show_number},
-      {"chunks.tree_chunk_bytes", detail::show_number},
-      {"chunks.chain_chunk_bytes", detail::show_number},
-      {"chunks.direct_chunk_bytes", detail::show_number},
-      {"chunks.stream_bytes", detail::show_number},
-      {"RINGTREE_TUNE", [](std::uint64_t v) { return std::string(v == 0 ? "1 (measure)" : v == 1 ? "0 (cost model)" : v == 2 ? "fresh" : "cached"); }},
-      {"communicator_options::model", [](std::uint64_t v) { return v == 0 ? std::string("none") : detail::cat("constants #", v % 100000); }},
-      {"tracing (RINGTREE_TRACE: traced calls move messages where others share memory)", show_on},
-      {"communicator_options::point_to_point_only", show_on},
-  };
-  static_assert(std::size(settings) == 12);
-  const auto all = detail::gather_words(detail::innermost(*t_), std::span<const std::uint64_t>(mine));
-  if (auto d = detail::first_difference(all, size(), settings, mine.size()); !d.empty())
-    throw error("communicator", rank(), detail::cat("the ranks opened it with different settings, so they could run different ",
-                                                    "algorithms on one call: ", d, ". Give every rank the same options and RINGTREE_* variables"));
+  detail::agree_on_settings(detail::innermost(*t_), rank(), detail::opened_settings{opt_, cfg_, trace_ != nullptr});
 }
 
 template <transport Transport>
