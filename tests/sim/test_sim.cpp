@@ -136,6 +136,40 @@ TEST_CASE("ranks of a host that cross to other hosts at once share its link") {
   CHECK(rd > 2 * h);
 }
 
+TEST_CASE("two hosts sending to a third at once share its receiving link") {
+  // Hosts of one rank each: ranks 0 and 1 each send B bytes to rank 2 at
+  // time 0. Their sending links are separate, so only host 2's receiving
+  // link can order them: one message crosses in B * beta_net, the other
+  // after it, and rank 2 has both 2 B beta_net + alpha_net after the start.
+  // (A receiving link that took both at once would give B beta_net + alpha_net.)
+  sim::options o;
+  o.hosts = {1, 1, 1};
+  o.data = false;
+  const double alpha_net = 10e-6, beta_net = 1e-9;
+  o.net = {1e-6, 0.01e-9, alpha_net, beta_net, 0, 1, 0, 0};
+  sim::world w(o);
+  const std::size_t B = std::size_t{1} << 20;
+  w.run([&](auto& t) {
+    auto buffer = w.nowhere<std::byte>(B);
+    if (t.rank() < 2) {
+      auto r = t.isend(2, buffer);
+      t.wait(r);
+    } else {
+      auto a = t.irecv(0, buffer);
+      auto b = t.irecv(1, buffer);
+      t.wait(a);
+      t.wait(b);
+    }
+  });
+  const double cross = static_cast<double>(B) * beta_net;
+  CHECK(sim::seconds(w.finished_ps(2)) == doctest::Approx(2 * cross + alpha_net).epsilon(1e-6));
+  // the senders: one crossed at once, the other waited for the link
+  const double s0 = sim::seconds(w.finished_ps(0)), s1 = sim::seconds(w.finished_ps(1));
+  CHECK(std::min(s0, s1) == doctest::Approx(cross).epsilon(1e-6));
+  CHECK(std::max(s0, s1) == doctest::Approx(2 * cross).epsilon(1e-6));
+  CHECK(w.stats().messages == 2u);
+}
+
 TEST_CASE("a schedule that can never finish raises, naming who waits for what") {
   auto w = make_world({3});
   std::vector<int> v(4);
