@@ -71,7 +71,7 @@ struct seen {
 using rt_test::has;
 
 // The survivors' verdict, common to both transports: nobody took longer
-// than `limit`; every error is a ringtree::error; at least one names the
+// than `limit` (stated for an idle machine, scaled by the load: test_time.hpp); every error is a ringtree::error; at least one names the
 // faulty rank, in one of the forms the transports use. Unless none raised:
 // then none needed the faulty rank (a linear scatter's root has handed
 // every block over before rank 2 dies), and all their results are right.
@@ -83,7 +83,7 @@ void check_survivors(const std::vector<seen>& ranks, double limit, const std::ve
     if (r == faulty) continue;
     CAPTURE(r);
     CAPTURE(ranks[r].error);
-    CHECK(ranks[r].seconds < limit);
+    CHECK(ranks[r].seconds < rt_test::scaled(std::chrono::duration<double>(limit)).count());
     CHECK_FALSE(has(ranks[r].error, "not a ringtree::error"));
     if (!ranks[r].error.empty()) ++raised;
     for (const auto& name : names) named = named || has(ranks[r].error, name);
@@ -123,6 +123,9 @@ seen attempt(T& ft, const scenario& s, bool checked, bool mismatch) {
   return me;
 }
 
+// How long a stalled rank sleeps: well past the others' timeout.
+std::chrono::duration<double> stall_for(std::chrono::duration<double> timeout) { return std::max<std::chrono::duration<double>>(1.5s, 5 * timeout); }
+
 // Runs the scenario on local_world with rank `faulty` failing as told.
 std::vector<seen> run_local(const scenario& s, fault f, std::chrono::duration<double> timeout, bool checked,
                             bool mismatch) {
@@ -130,7 +133,7 @@ std::vector<seen> run_local(const scenario& s, fault f, std::chrono::duration<do
   local_world world(n, timeout);
   try {
     world.run([&](local_transport& t) {
-      rt_test::faulty_transport<local_transport> ft(t, faulty, f, 0, 1.5s);
+      rt_test::faulty_transport<local_transport> ft(t, faulty, f, 0, stall_for(timeout));
       const seen& me = out[t.rank()] = attempt(ft, s, checked, mismatch);
       if (!me.error.empty()) throw std::runtime_error(me.error);  // as a failing program would: leave
     });
@@ -147,7 +150,7 @@ TEST_CASE("threads: a rank that dies in the middle of any collective is named by
     CAPTURE(label(s));
     const auto t0 = std::chrono::steady_clock::now();
     const auto ranks = run_local(s, fault::throw_exit, 30s, false, false);
-    CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // at once, not after the 30 s timeout
+    CHECK(std::chrono::steady_clock::now() - t0 < rt_test::scaled(5s));  // at once, not after the 30 s timeout
     check_survivors(ranks, 5, {"rank 2 failed", "rank 2 returned"});
   }
 }
@@ -155,10 +158,11 @@ TEST_CASE("threads: a rank that dies in the middle of any collective is named by
 TEST_CASE("threads: a rank that stalls in the middle of any collective: timeout errors, the first naming it") {
   for (const auto& s : scenarios) {
     CAPTURE(label(s));
-    const auto ranks = run_local(s, fault::stall, 0.3s, false, false);
-    // The ranks waiting on rank 2 time out after 0.3 s; those waiting on
-    // them learn that those failed, at once.
-    check_survivors(ranks, 0.3 + 1.0, {"for rank 2, the whole timeout (RINGTREE_TIMEOUT)", "rank 2 failed"});
+    const auto timeout = rt_test::scaled(0.3s);
+    const auto ranks = run_local(s, fault::stall, timeout, false, false);
+    // The ranks waiting on rank 2 time out; those waiting on them learn
+    // that those failed, at once.
+    check_survivors(ranks, timeout.count() / rt_test::slowdown() + 1.0, {"for rank 2, the whole timeout (RINGTREE_TIMEOUT)", "rank 2 failed"});
     bool timed_out_on_2 = false;
     for (int r = 0; r < n; ++r) timed_out_on_2 = timed_out_on_2 || ranks[r].timeout_peer == faulty;
     CHECK(timed_out_on_2);
@@ -168,12 +172,12 @@ TEST_CASE("threads: a rank that stalls in the middle of any collective: timeout 
 TEST_CASE("threads: a rank that calls another collective: checked mode names it on every rank") {
   for (const auto& s : scenarios) {
     CAPTURE(label(s));
-    const auto ranks = run_local(s, fault::none, 10s, true, true);
+    const auto ranks = run_local(s, fault::none, rt_test::scaled(10s), true, true);
     for (int r = 0; r < n; ++r) {
       CAPTURE(r);
       CAPTURE(ranks[r].error);
       CHECK(has(ranks[r].error, "checked mode: ranks 2 differ from rank 0 in call"));
-      CHECK(ranks[r].seconds < 2);
+      CHECK(ranks[r].seconds < rt_test::scaled(2s).count());
     }
   }
 }
@@ -184,7 +188,7 @@ TEST_CASE("threads: unchecked, a rank that calls another collective ends in an e
     CAPTURE(label(s));
     const auto t0 = std::chrono::steady_clock::now();
     const auto ranks = run_local(s, fault::none, 0.5s, false, true);
-    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    CHECK(std::chrono::steady_clock::now() - t0 < rt_test::scaled(5s));
     for (int r = 0; r < n; ++r) {
       CAPTURE(r);
       // The ranks that made the right call raise or are right, never wrong.
@@ -212,7 +216,7 @@ std::vector<seen> run_shm(const scenario& s, fault f, std::chrono::duration<doub
     shm_options opt;
     opt.timeout = timeout;
     shm_transport t(name, rank, n, opt);
-    rt_test::faulty_transport<shm_transport> ft(t, faulty, f, 0, 2s);
+    rt_test::faulty_transport<shm_transport> ft(t, faulty, f, 0, stall_for(timeout));
     const seen me = attempt(ft, s, checked, mismatch);
     std::fprintf(out, "%.3f %d %s", me.seconds, me.timeout_peer, me.error.c_str());
     return me.error.empty() ? 0 : 7;
@@ -251,7 +255,7 @@ TEST_CASE("shared memory: a process that dies in the middle of any collective is
     std::vector<rt_test::outcome> raw;
     const auto t0 = std::chrono::steady_clock::now();
     const auto ranks = run_shm(s, fault::exit_process, 60s, false, false, name, &raw);
-    CHECK(std::chrono::steady_clock::now() - t0 < 15s);  // by its death, not the 60 s timeout
+    CHECK(std::chrono::steady_clock::now() - t0 < rt_test::scaled(15s));  // by its death, not the 60 s timeout
     CHECK(WIFEXITED(raw[faulty].status));
     CHECK(WEXITSTATUS(raw[faulty].status) == 42);
     check_survivors(ranks, 15, {"rank 2 (pid"});
@@ -263,8 +267,9 @@ TEST_CASE("shared memory: a process that stalls in the middle of a collective: a
   for (const auto& s : {scenarios[0], scenarios[5], scenarios[9]}) {
     CAPTURE(label(s));
     const std::string name = segment_name("stall");
-    const auto ranks = run_shm(s, fault::stall, 0.5s, false, false, name);
-    check_survivors(ranks, 0.5 + 1.5, {"for rank 2", "rank 2 (pid"});
+    const auto timeout = rt_test::scaled(0.5s);
+    const auto ranks = run_shm(s, fault::stall, timeout, false, false, name);
+    check_survivors(ranks, timeout.count() / rt_test::slowdown() + 1.5, {"for rank 2", "rank 2 (pid"});
     CHECK(segment_gone(name));
   }
 }
@@ -273,7 +278,7 @@ TEST_CASE("shared memory: a process that calls another collective: checked mode 
   for (const auto& s : {scenarios[0], scenarios[4], scenarios[8], scenarios[11]}) {
     CAPTURE(label(s));
     const std::string name = segment_name("mismatch");
-    const auto ranks = run_shm(s, fault::none, 10s, true, true, name);
+    const auto ranks = run_shm(s, fault::none, rt_test::scaled(10s), true, true, name);
     for (int r = 0; r < n; ++r) {
       CAPTURE(r);
       CAPTURE(ranks[r].error);

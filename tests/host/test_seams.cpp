@@ -27,6 +27,7 @@
 
 #include "../process_check.hpp"
 #include "host_check.hpp"
+#include "shm_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
@@ -38,7 +39,7 @@ using rt_test::has;
 // Every rank's error text ("" where it raised nothing), from a world run
 // whose ranks may raise.
 template <class F>
-std::vector<std::string> errors_of(int n, F&& body, std::chrono::duration<double> timeout = 20s) {
+std::vector<std::string> errors_of(int n, F&& body, std::chrono::duration<double> timeout = rt_test::scaled(20s)) {
   std::vector<std::string> what(n);
   local_world world(n, timeout);
   try {
@@ -55,16 +56,7 @@ std::vector<std::string> errors_of(int n, F&& body, std::chrono::duration<double
   return what;
 }
 
-// The ringtree entries in /dev/shm now.
-std::set<std::string> shm_entries() {
-  std::set<std::string> found;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (const dirent* e = readdir(d))
-      if (std::string(e->d_name).rfind("ringtree-", 0) == 0) found.insert(e->d_name);
-    closedir(d);
-  }
-  return found;
-}
+using rt_test::shm_entries;
 
 }  // namespace
 
@@ -206,7 +198,7 @@ TEST_CASE("seams: point to point moves while other calls are pending and while t
     // an MPI-style polling loop never waits, yet both complete
     auto s = comm.send_async(out, right, 2);
     auto g = comm.recv_async(in, left, 2);
-    const auto until = std::chrono::steady_clock::now() + 20s;
+    const auto until = std::chrono::steady_clock::now() + rt_test::scaled(20s);
     while (!(s.test() && g.test()))
       if (std::chrono::steady_clock::now() > until) throw error("test", r, "polled send/recv did not complete in 20 s");
     // a pending send beside a collective on another communicator (as the torch
@@ -225,7 +217,7 @@ TEST_CASE("seams: point to point moves while other calls are pending and while t
     }
     if (sum[3] != n) throw error("test", r, "wrong sum");
     comm.barrier();
-  }, 10s);
+  }, rt_test::scaled(10s));
   for (const auto& w : what) CHECK_MESSAGE(w.empty(), w);
 }
 
@@ -238,7 +230,7 @@ TEST_CASE("seams: a set-up exchange that meets another call raises on every rank
     comm.broadcast(one, 0);  // both ranks: the control memory is mapped here
     if (t.rank() == 1) comm.broadcast(one, 0);
     comm.allreduce(std::span<float>(v), op::sum, algorithm::two_shot);
-  }, 5s);
+  }, rt_test::scaled(5s));
   for (const auto& w : calls) CHECK_MESSAGE(!w.empty(), "a rank raised nothing");
   const std::string both = calls[0] + " | " + calls[1];
   CHECK_MESSAGE(has(both, "mismatched"), both);
@@ -255,7 +247,7 @@ TEST_CASE("seams: a set-up exchange that meets another call raises on every rank
         auto q = t.irecv(0, std::as_writable_bytes(std::span(garbage)));
         t.wait(q);
       }
-    }, 5s);
+    }, rt_test::scaled(5s));
     CHECK_MESSAGE(has(raw[0], words == 1 ? "mismatched collective calls?" : "sent something other than this step's"), raw[0]);
   }
 }
@@ -338,7 +330,7 @@ TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
   shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(20s)});
   // rank 1's segment, as soon as it exists (rank 1 is still filling it): then kill rank 1 there
   std::string victim;
-  for (auto until = std::chrono::steady_clock::now() + 20s; victim.empty() && std::chrono::steady_clock::now() < until;) {
+  for (auto until = std::chrono::steady_clock::now() + rt_test::scaled(20s); victim.empty() && std::chrono::steady_clock::now() < until;) {
     DIR* d = opendir("/dev/shm");
     while (const dirent* e = d != nullptr ? readdir(d) : nullptr) {
       struct stat st {};

@@ -97,7 +97,7 @@ TEST_CASE("shm: a segment left by a crashed run does not break a new one") {
   close(fd);
   REQUIRE(shm_open(name.c_str(), O_RDONLY, 0) >= 0);  // the stale segment is there
   auto res = run_processes(2, [&](int rank, FILE* out) {
-    shm_transport t(name, rank, 2, shm_options{.timeout = 10s});
+    shm_transport t(name, rank, 2, shm_options{.timeout = rt_test::scaled(10s)});
     communicator comm(t);
     std::vector<int> v(3, rank + 1);
     comm.allreduce(std::span<int>(v));
@@ -113,13 +113,13 @@ TEST_CASE("shm: the segment is created 0600 and another user cannot open it") {
   auto res = run_processes(2, [&](int rank, FILE* out) {
     if (rank == 0) {
       try {
-        shm_transport t(name, 0, 2, shm_options{.timeout = 4s});
+        shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(4s)});
       } catch (const error&) {
       }
       return 0;
     }
     int fd = -1;  // wait for rank 0 to create it (a loaded machine may take a while)
-    for (int i = 0; i < 300 && fd < 0; ++i) {
+    for (const auto until = std::chrono::steady_clock::now() + rt_test::scaled(3s); fd < 0 && std::chrono::steady_clock::now() < until;) {
       std::this_thread::sleep_for(10ms);
       fd = shm_open(name.c_str(), O_RDONLY, 0);
     }
@@ -175,7 +175,7 @@ struct card_slots : detail::host_slots {
 TEST_CASE("shm: slot policies exchange their cards (the CUDA IPC handle path) before the first message") {
   const std::string name = unique_name("card");
   auto res = run_processes(4, [&](int rank, FILE* out) {
-    slot_transport<card_slots> t(name, rank, 4, shm_options{.timeout = 10s});
+    slot_transport<card_slots> t(name, rank, 4, shm_options{.timeout = rt_test::scaled(10s)});
     communicator comm(t);
     std::vector<int> v(100, rank);
     comm.allreduce(std::span<int>(v));
@@ -188,7 +188,7 @@ TEST_CASE("shm: slot policies exchange their cards (the CUDA IPC handle path) be
 TEST_CASE("shm: a message of another length than the receiver posted is refused, not copied") {
   const std::string name = unique_name("len");
   auto res = run_processes(2, [&](int rank, FILE* out) {
-    shm_transport t(name, rank, 2, shm_options{.timeout = 3s});
+    shm_transport t(name, rank, 2, shm_options{.timeout = rt_test::scaled(3s)});
     std::vector<std::byte> buf(rank == 0 ? 100 : 60);
     try {
       if (rank == 0) {
@@ -225,7 +225,7 @@ TEST_CASE("shm: point to point of another count or type: the receive raises nami
     CAPTURE(other_type);
     const std::string name = unique_name("p2p");
     auto res = run_processes(2, [&](int rank, FILE* out) {
-      shm_transport t(name, rank, 2, shm_options{.timeout = 30s});
+      shm_transport t(name, rank, 2, shm_options{.timeout = rt_test::scaled(30s)});
       communicator comm(t);
       try {
         if (rank == 0) {
@@ -264,7 +264,7 @@ void make_crashed_segment(const std::string& name) {
   const pid_t pid = fork();
   if (pid == 0) {
     try {
-      shm_transport t(name, 0, 2, shm_options{.timeout = 30s});
+      shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(30s)});
     } catch (...) {
     }
     _exit(0);
@@ -307,8 +307,8 @@ TEST_CASE("shm: a segment left by a crashed run is replaced even when rank 1 com
   make_crashed_segment(name);
   REQUIRE(shm_open(name.c_str(), O_RDONLY, 0) >= 0);  // the stale, ready segment is there
   auto res = run_processes(2, [&](int rank, FILE* out) {
-    if (rank == 0) std::this_thread::sleep_for(300ms);  // rank 1 finds the stale segment first
-    return sum_job(name, rank, 2, 1, 10s, out);
+    if (rank == 0) std::this_thread::sleep_for(rt_test::scaled(300ms));  // rank 1 finds the stale segment first
+    return sum_job(name, rank, 2, 1, rt_test::scaled(10s), out);
   });
   for (auto& o : res) {
     CHECK_MESSAGE(exited_ok(o), o.text);
@@ -323,9 +323,9 @@ TEST_CASE("shm: a second process with the same rank gets an error naming the hol
   // segment stays open to attachers until it comes)
   const int role[] = {0, 1, 1, 0, 2};
   auto res = run_processes(5, [&](int i, FILE* out) {
-    if (i == 3) std::this_thread::sleep_for(300ms);
-    if (i == 4) std::this_thread::sleep_for(1s);
-    return sum_job(name, role[i], 3, 1, 5s, out);
+    if (i == 3) std::this_thread::sleep_for(rt_test::scaled(300ms));
+    if (i == 4) std::this_thread::sleep_for(rt_test::scaled(1s));
+    return sum_job(name, role[i], 3, 1, rt_test::scaled(5s), out);
   });
   int ok = 0, held1 = 0;
   for (int i : {0, 1, 2, 4}) {
@@ -351,13 +351,13 @@ TEST_CASE("shm: a process of another job with the same segment name is refused")
   // its own (another parent): job B's rank 1.
   auto res = run_processes(4, [&](int i, FILE* out) {
     if (i == 3) {  // the other job's launcher
-      std::this_thread::sleep_for(200ms);
-      auto inner = run_processes(1, [&](int, FILE* o) { return sum_job(name, 1, 3, 100, 3s, o); });
+      std::this_thread::sleep_for(rt_test::scaled(200ms));
+      auto inner = run_processes(1, [&](int, FILE* o) { return sum_job(name, 1, 3, 100, rt_test::scaled(3s), o); });
       std::fprintf(out, "%s", inner[0].text.c_str());
       return exited_ok(inner[0]) ? 0 : 3;
     }
-    if (i == 2) std::this_thread::sleep_for(1s);
-    return sum_job(name, i, 3, 1, 5s, out);
+    if (i == 2) std::this_thread::sleep_for(rt_test::scaled(1s));
+    return sum_job(name, i, 3, 1, rt_test::scaled(5s), out);
   });
   for (int i = 0; i < 3; ++i) {
     CHECK_MESSAGE(exited_ok(res[i]), res[i].text);

@@ -3,6 +3,7 @@
 // never mistake a peer that did its part and left for a failed one.
 #include <doctest/doctest.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ static void expect_killed_rank_named(const std::string& name, bool symmetric, al
   const auto t0 = std::chrono::steady_clock::now();
   auto res = run_processes(3, [&](int rank, FILE* out) {
     shm_options opt;
-    opt.timeout = 60s;  // the death must be noticed long before this
+    opt.timeout = rt_test::scaled(60s);  // the death must be noticed long before this
     shm_transport t(name, rank, 3, opt);
     communicator comm(t);
     std::vector<float> v;
@@ -57,7 +58,7 @@ static void expect_killed_rank_named(const std::string& name, bool symmetric, al
     }
     return 0;
   });
-  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+  CHECK(std::chrono::steady_clock::now() - t0 < rt_test::scaled(20s));
   CHECK(WIFSIGNALED(res[2].status));
   bool named = false;
   for (int r : {0, 1}) {
@@ -72,35 +73,57 @@ TEST_CASE("shm: a peer killed in the middle of a collective is named by the othe
   expect_killed_rank_named(unique_name("kill-streamed"), false, algorithm::two_shot);  // through shared staging
 }
 
+namespace {
+
+// One byte through a pipe: one rank tells another that it has got so far.
+// (Order by cause, not by sleeping: a loaded machine may run either first.)
+void tell(int fd) { (void)!::write(fd, "x", 1); }
+bool heard(int fd, std::chrono::duration<double> guard) {
+  pollfd p{fd, POLLIN, 0};
+  char c;
+  return ::poll(&p, 1, int(guard.count() * 1000)) == 1 && ::read(fd, &c, 1) == 1;
+}
+
+}  // namespace
+
 TEST_CASE("shm: a stalled peer raises timeout_error naming it") {
   const std::string name = unique_name("stall");
+  int timed_out[2];
+  REQUIRE(::pipe(timed_out) == 0);
   auto res = run_processes(2, [&](int rank, FILE* out) {
     shm_options opt;
     opt.timeout = 0.5s;
     shm_transport t(name, rank, 2, opt);
     communicator comm(t);
     if (rank == 1) {
-      std::this_thread::sleep_for(2s);
+      heard(timed_out[0], rt_test::scaled(30s));  // stalls until rank 0 has given up on it
       return 0;
     }
     std::vector<int> v(4, 1);
+    int rc = 0;
     try {
       comm.allreduce(std::span<int>(v));
     } catch (const timeout_error& e) {
       std::fprintf(out, "%s", e.what());
-      return e.peer() == 1 ? 7 : 8;
+      rc = e.peer() == 1 ? 7 : 8;
     }
-    return 0;
+    tell(timed_out[1]);
+    return rc;
   });
+  ::close(timed_out[0]), ::close(timed_out[1]);
   CHECK_MESSAGE(WEXITSTATUS(res[0].status) == 7, res[0].text);
   CHECK(has(res[0].text, "waited 0.5 s for rank 1, the whole timeout (RINGTREE_TIMEOUT)"));
 }
 
 TEST_CASE("shm: after a timeout the transport refuses every later call, and the peer learns at once") {
   const std::string name = unique_name("broken");
+  int timed_out[2], done[2];  // rank 0 has timed out (and been refused since); rank 1 has learnt it
+  REQUIRE(::pipe(timed_out) == 0);
+  REQUIRE(::pipe(done) == 0);
+  const auto peer_timeout = rt_test::scaled(20s);
   auto res = run_processes(2, [&](int rank, FILE* out) {
     shm_options opt;
-    opt.timeout = rank == 0 ? 0.3s : 20s;
+    opt.timeout = rank == 0 ? std::chrono::duration<double>(0.3) : peer_timeout;
     shm_transport t(name, rank, 2, opt);
     communicator comm(t, communicator_options{.model = cost_model{}});
     std::vector<int> v(1 << 16, 1);
@@ -108,16 +131,18 @@ TEST_CASE("shm: after a timeout the transport refuses every later call, and the 
       // Rank 0 times out meanwhile and stays alive. Ring: rank 1 needs rank
       // 0's reduced block, which rank 0 never sends (other algorithms may
       // find all they need already queued, and rightly complete).
-      std::this_thread::sleep_for(1s);
+      if (!heard(timed_out[0], peer_timeout)) return 4;
       const auto t0 = std::chrono::steady_clock::now();
+      int rc = 0;
       try {
         comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
       } catch (const error& e) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(out, "%.2f %s", s, e.what());
-        return 3;
+        rc = 3;
       }
-      return 0;
+      tell(done[1]);
+      return rc;
     }
     try {
       comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
@@ -127,18 +152,21 @@ TEST_CASE("shm: after a timeout the transport refuses every later call, and the 
         comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
       } catch (const error& later) {
         std::fprintf(out, "%s", later.what());
-        std::this_thread::sleep_for(2s);  // still alive while rank 1 tries
+        tell(timed_out[1]);
+        heard(done[0], peer_timeout);  // still alive while rank 1 tries
         return 3;
       }
     }
+    tell(timed_out[1]);
     return 0;
   });
+  for (int fd : {timed_out[0], timed_out[1], done[0], done[1]}) ::close(fd);
   CHECK_MESSAGE(has(res[0].text, "failed earlier and cannot be used again"), res[0].text);
   CHECK_MESSAGE(has(res[0].text, "waited 0.3 s for rank 1"), res[0].text);
   CHECK_MESSAGE(WIFEXITED(res[1].status), res[1].status);
   CHECK_MESSAGE(has(res[1].text, "rank 0 (pid"), res[1].text);
   CHECK_MESSAGE(has(res[1].text, "failed or left the communicator"), res[1].text);
-  CHECK(std::atof(res[1].text.c_str()) < 5);  // at once, not after its 20 s timeout
+  CHECK(std::atof(res[1].text.c_str()) < peer_timeout.count() / 4);  // at once, not after its own timeout
 }
 
 // A rank that finishes its last call leaves at once (its transport goes);
