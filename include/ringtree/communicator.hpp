@@ -10,18 +10,21 @@
 // every rank, naming the ranks that differ, instead of hanging or
 // corrupting memory. It costs one small all-gather per call.
 //
-// algorithm::automatic picks by the cost model (tuning/cost_model.hpp). Its constants
-// come from communicator_options::model, else from the cache file or a
-// calibration (tuning/calibration.hpp), loaded collectively by the first call
-// that has a choice to make. RINGTREE_TRACE=FILE.json records every call's
-// messages and reductions as a Chrome trace (trace/traced.hpp).
+// algorithm::automatic measures the offered rows once per size bin and
+// caches the choice, with the cost model (tuning/cost_model.hpp) where
+// measuring is off or left to a run ahead (communicator/chooser.hpp). Its
+// constants come from communicator_options::model, else from the model
+// file or a calibration (tuning/calibration.hpp). RINGTREE_TRACE=FILE.json
+// (a Chrome trace) or FILE.html (the interactive page) records every
+// call's messages and reductions (trace/sink.hpp).
 //
 // The class holds the public calls; each concern lives in its own piece
 // under communicator/: call.hpp (argument checks, checked mode),
 // dispatch.hpp (which route a call takes to its row), chooser.hpp
 // (automatic), staging.hpp (shared memory), p2p.hpp (point to point),
-// collectives.hpp (the collectives' bodies), open.hpp (opening: one
-// communicator per transport, settings agreed, tracing).
+// collectives.hpp (the collectives' bodies), options.hpp (what it is
+// opened with), settings.hpp (the settings every rank must share), open.hpp
+// (opening: one communicator per transport, settings agreed, tracing).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +38,7 @@
 #include <ringtree/communicator/call.hpp>
 #include <ringtree/communicator/chooser.hpp>
 #include <ringtree/communicator/claim.hpp>
+#include <ringtree/communicator/options.hpp>
 #include <ringtree/communicator/p2p.hpp>
 #include <ringtree/communicator/ranges.hpp>
 #include <ringtree/communicator/staging.hpp>
@@ -47,17 +51,6 @@
 #include <ringtree/trace/traced.hpp>
 
 namespace ringtree {
-
-struct communicator_options {
-  bool checked = false;            // or RINGTREE_CHECK=1
-  std::optional<algorithm> algo{}; // replaces automatic where offered (as RINGTREE_ALGO does; this wins)
-  chunk_sizes chunks{};            // pipeline chunk sizes
-  std::optional<cost_model> model{}; // set: automatic chooses by this model instead of measuring
-  std::optional<config::tuning> tune{}; // set: replaces RINGTREE_TUNE (libringtree-mpi: cached, unless the variable is set)
-  // Point to point only, no collectives: what recv from any_source needs
-  // (a peer's collective messages would share the stream it looks at).
-  bool point_to_point_only = false;
-};
 
 template <transport Transport>
 class communicator : public detail::async_calls<communicator<Transport>, traced_transport<Transport>> {

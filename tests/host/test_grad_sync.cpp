@@ -286,7 +286,7 @@ std::vector<std::vector<std::string>> run_steps_shm(int n, int steps, const std:
   const std::string name = detail::cat("/ringtree-test-gsync-", getpid());
   auto res = rt_test::run_processes(n, [&](int rank, FILE* out) {
     shm_options opt;
-    opt.timeout = 10s;
+    opt.timeout = rt_test::scaled(10s);  // a hang guard
     shm_transport t(name, rank, n, opt);
     for (auto& w : run_steps(t, steps, fail_at[rank])) std::fprintf(out, "%s\n", w.substr(0, 300).c_str());
     return 0;
@@ -304,7 +304,7 @@ std::vector<std::vector<std::string>> run_steps_shm(int n, int steps, const std:
 std::vector<std::vector<std::string>> run_steps_threads(int n, int steps, const std::vector<std::vector<int>>& fail_at,
                                                         bool second_sync = false, bool many_buckets = false) {
   std::vector<std::vector<std::string>> words(n);
-  local_world world(n, 5s);
+  local_world world(n, rt_test::scaled(5s));
   world.run([&](local_transport& t) {
     words[t.rank()] = run_steps(t, steps, fail_at[t.rank()], second_sync, many_buckets);
   });

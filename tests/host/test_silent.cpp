@@ -282,7 +282,7 @@ TEST_CASE("allgather with a too-short out raises (it used to slice out of range 
 TEST_CASE("checked mode names a mismatched algorithm and a mismatched op") {
   for (int field = 0; field < 2; ++field) {
     std::vector<std::string> msgs(3);
-    local_world world(3, 10s);
+    local_world world(3, rt_test::scaled(10s));
     world.run([&](local_transport& t) {
       communicator comm(t, communicator_options{.checked = true, .model = cost_model{}});
       std::vector<float> v(8, 1.0f);

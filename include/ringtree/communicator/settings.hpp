@@ -16,6 +16,7 @@
 
 #include <ringtree/communicator/agreement.hpp>
 #include <ringtree/communicator/chooser.hpp>
+#include <ringtree/communicator/options.hpp>
 #include <ringtree/core/config.hpp>
 
 namespace ringtree::detail {
