@@ -1,9 +1,12 @@
 #pragma once
 // What the shared-memory test files share: forked ranks' outcomes, segment
 // names of their own, and what is in /dev/shm.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -24,6 +27,23 @@ inline std::set<std::string> shm_entries() {
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
     if (e.path().filename().string().rfind("ringtree-", 0) == 0) s.insert(e.path().filename().string());
   return s;
+}
+
+// What a test left in /dev/shm: the entries that are new since `before`,
+// except those of processes still alive (named /ringtree-<ns>-<pid>-...:
+// another suite running beside this one is not a leak of this test's).
+inline std::set<std::string> left_behind(const std::set<std::string>& before) {
+  std::set<std::string> left;
+  for (const auto& e : shm_entries()) {
+    if (before.count(e)) continue;
+    unsigned long long ns = 0;
+    int pid = 0;
+    if (std::sscanf(e.c_str(), "ringtree-%llx-%d-", &ns, &pid) == 2 && pid > 0 && pid != ::getpid() &&
+        (::kill(pid, 0) == 0 || errno == EPERM))
+      continue;
+    left.insert(e);
+  }
+  return left;
 }
 
 }  // namespace rt_test

@@ -335,7 +335,7 @@ TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
     while (const dirent* e = d != nullptr ? readdir(d) : nullptr) {
       struct stat st {};
       const std::string n = e->d_name;
-      if (n.rfind("ringtree-", 0) == 0 && n.find("test") == std::string::npos && !seen_before.count(n) &&
+      if (n.rfind("ringtree-", 0) == 0 && has(n, detail::cat("-", child, "-")) && !seen_before.count(n) &&
           fstatat(dirfd(d), e->d_name, &st, 0) == 0 && std::size_t(st.st_size) >= bytes)
         victim = n;
     }
