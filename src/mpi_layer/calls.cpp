@@ -103,13 +103,14 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 // the communicator itself is not refused; `bytes` gives the call's size
 // (routes.hpp says which bytes).
 // `count`: the call's count (0: MPI's own returns at once, and so does the
-// layer, after one compare, unless the log wants a line).
+// layer, after one compare, unless the log wants a line or a request of
+// the layer's may still be running: a call routed to MPI completes those first).
 // `t`: its datatype (the receive side's, for the data-moving calls). A call
 // whose count and datatype were just measured faster on MPI goes there at
 // once (MPI checks its arguments): the route costs one compare.
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
 int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
-  if (inside || !mpi_ready() || (count == 0 && !the_settings().log)) return mpi();
+  if (inside || !mpi_ready() || (count == 0 && !the_settings().log && !requests_pending())) return mpi();
   const char* call = call_names[std::size_t(kind)].data();
   const settings& s = the_settings();
   comm_info* info = nullptr;

@@ -159,6 +159,7 @@ void log_line(MPI_Comm comm, const char* call, const std::string& what, const st
 // form looks at it.
 MPI_Request start_request(MPI_Comm comm, work w);
 bool ours(MPI_Request r);
+bool requests_pending() noexcept;  // any of the layer's requests not completed yet, in this process
 // Completes r if its call has run (blocking: waits for it first); true if
 // it is complete now.
 bool settle(MPI_Request r, bool block);

@@ -385,6 +385,14 @@ MPI_Request start_request(MPI_Comm comm, work w) {
 }
 
 bool ours(MPI_Request r) { return !requests.empty() && requests.contains(r); }
+bool requests_pending() noexcept {
+  if (!forgotten.empty()) try {
+      settle_forgotten(false);  // (those that have run no longer keep zero-count calls off the fast path)
+    } catch (...) {
+      return true;
+    }
+  return !requests.empty() || !forgotten.empty();
+}
 
 bool settle(MPI_Request r, bool block) {
   auto it = requests.find(r);
