@@ -122,7 +122,7 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
     if (info && info->lc) try {
         info->lc->comm.quiesce();
       } catch (const std::exception& e) {
-        return raise(comm, call_names[std::size_t(kind)].data(), e.what());
+        return raise(comm, call, e.what());
       }
     return mpi();
   };

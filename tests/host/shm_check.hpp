@@ -1,17 +1,16 @@
 #pragma once
 // What the shared-memory test files share: forked ranks' outcomes, segment
 // names of their own, and what is in /dev/shm.
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
 
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/posix.hpp>
 
 #include "../process_check.hpp"
 
@@ -30,16 +29,17 @@ inline std::set<std::string> shm_entries() {
 }
 
 // What a test left in /dev/shm: the entries that are new since `before`,
-// except those of processes still alive (named /ringtree-<ns>-<pid>-...:
-// another suite running beside this one is not a leak of this test's).
+// except those whose creator still runs (named /ringtree-<ns>-<pid>-<start>-...,
+// judged as the library's own sweep of stale segments judges them: another
+// suite running beside this one is not a leak of this test's).
 inline std::set<std::string> left_behind(const std::set<std::string>& before) {
   std::set<std::string> left;
   for (const auto& e : shm_entries()) {
     if (before.count(e)) continue;
-    unsigned long long ns = 0;
+    unsigned long long ns = 0, start = 0;
     int pid = 0;
-    if (std::sscanf(e.c_str(), "ringtree-%llx-%d-", &ns, &pid) == 2 && pid > 0 && pid != ::getpid() &&
-        (::kill(pid, 0) == 0 || errno == EPERM))
+    if (std::sscanf(e.c_str(), "ringtree-%llx-%d-%llu-", &ns, &pid, &start) == 3 && pid != ::getpid() &&
+        ringtree::detail::process_alive(pid, start))
       continue;
     left.insert(e);
   }

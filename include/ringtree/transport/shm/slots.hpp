@@ -27,9 +27,9 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
