@@ -15,7 +15,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/train/grad_sync.hpp>
 #include <ringtree/transport/mpi.hpp>
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 
 using namespace ringtree;
 using clk = std::chrono::steady_clock;

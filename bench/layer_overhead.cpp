@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 
 namespace {
 void user_sum(void* in, void* inout, int* len, MPI_Datatype*) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 
 int main(int argc, char** argv) {
   // Collectives called from the main thread only: FUNNELED is enough.

@@ -16,7 +16,7 @@
 #include <ringtree/communicator.hpp>
 #include <ringtree/transport/shm.hpp>
 #ifdef RINGTREE_TORCH_MPI
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 #endif
 
 namespace ringtree_torch {

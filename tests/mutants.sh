@@ -16,21 +16,21 @@ mkdir -p "$work"
 #   layer                   libringtree-mpi and tests/mpi_layer's layer_check, built
 #                           with mpicxx from the mutant's tree, run at 2 and 3 ranks
 mutants=(
-  "operand-order-sendrecv-reduce#include/ringtree/algorithms/common.hpp#mem.reduce(o, chunk_of(acc, chunk, j), std::span<const E>(slot(j)), order);#mem.reduce(o, chunk_of(acc, chunk, j), std::span<const E>(slot(j)));#*NaN payloads*,*combine lower rank first*#host/test_silent.cpp"
-  "operand-order-recursive-doubling#include/ringtree/algorithms/recursive_doubling.hpp#partner < t.rank() ? operands::in_first : operands::acc_first#operands::acc_first#*NaN payloads*,*combine lower rank first*#host/test_silent.cpp"
+  "operand-order-sendrecv-reduce#include/ringtree/algorithms/common.hpp#mem.reduce(o, chunk_of(acc, chunk, j), std::span<const E>(slot(j)), order);#mem.reduce(o, chunk_of(acc, chunk, j), std::span<const E>(slot(j)));#*NaN payloads*,*combine lower rank first*#host/test_exact.cpp"
+  "operand-order-recursive-doubling#include/ringtree/algorithms/recursive_doubling.hpp#partner < t.rank() ? operands::in_first : operands::acc_first#operands::acc_first#*NaN payloads*,*combine lower rank first*#host/test_exact.cpp"
   "grad-sync-piece-offset#include/ringtree/train/grad_sync.hpp#      if (lo < hi) f(grads_[g].subspan(lo - off, hi - lo), b.storage.subspan(lo, hi - lo));#      if (lo < hi) f(grads_[g].subspan(lo - off, hi - lo), b.storage.subspan(lo - a, hi - lo));#*grad_sync: buckets of several pieces*#host/test_grad_sync.cpp"
-  "checked-mode-skips-algorithm#include/ringtree/communicator/agreement.hpp#    if (differ.empty()) continue;#    if (differ.empty() || f == 6) continue;#*mismatched algorithm*#host/test_silent.cpp"
-  "checked-mode-skips-op#include/ringtree/communicator/agreement.hpp#    if (differ.empty()) continue;#    if (differ.empty() || f == 3) continue;#*mismatched algorithm*#host/test_silent.cpp"
+  "checked-mode-skips-algorithm#include/ringtree/communicator/agreement.hpp#    if (differ.empty()) continue;#    if (differ.empty() || f == 6) continue;#*mismatched algorithm*#host/test_exact.cpp"
+  "checked-mode-skips-op#include/ringtree/communicator/agreement.hpp#    if (differ.empty()) continue;#    if (differ.empty() || f == 3) continue;#*mismatched algorithm*#host/test_exact.cpp"
   "allreduce-size-check-deleted#include/ringtree/communicator/collectives.hpp#  c.require(out.size() == in.size(), \"out.size() = \", out.size(), \" but in.size() = \"#c.require(true, \"out.size() = \", out.size(), \" but in.size() = \"#*wrong span lengths*#host/test_errors.cpp"
-  "integer-avg-wraps#include/ringtree/communicator/collectives.hpp#    if (o == op::avg && size() > 1) {#    if (false) {#*integer avg*#host/test_silent.cpp"
-  "nan-not-canonical#include/ringtree/core/reduce.hpp#  return r != r ? std::numeric_limits<T>::quiet_NaN() : r;#  return r;#*NaN payloads*,*canonical quiet NaN*#host/test_silent.cpp"
+  "integer-avg-wraps#include/ringtree/communicator/collectives.hpp#    if (o == op::avg && size() > 1) {#    if (false) {#*integer avg*#host/test_exact.cpp"
+  "nan-not-canonical#include/ringtree/core/reduce.hpp#  return r != r ? std::numeric_limits<T>::quiet_NaN() : r;#  return r;#*NaN payloads*,*canonical quiet NaN*#host/test_exact.cpp"
   "grad-sync-stops-at-first-failure#include/ringtree/train/grad_sync.hpp#        if (!failure) failure = std::current_exception();#        if (!failure) { failure = std::current_exception(); break; }#*failed on every rank are exact (threads*#host/test_grad_sync.cpp"
   "grad-sync-no-step-check#include/ringtree/train/grad_sync.hpp#    if (w[1] != -w[2])#    if (false)#*goes on after a failed step*#host/test_grad_sync.cpp"
   "avg-divisor-off-by-one#include/ringtree/core/reduce.hpp#  const C n = static_cast<C>(ranks);#  const C n = static_cast<C>(ranks + 1);#*the sequential reference at 1..16 ranks*#host/test_collectives.cpp"
   # the newest code: point to point, the settings agreement, the chooser,
   # the simulator, the peer checks, the stall chain, all-to-all, the MPI layer
   "p2p-type-unchecked#include/ringtree/communicator/p2p.hpp#    if (h.type != w.type || h.count != w.count)#    if (h.count != w.count)#*point to point of another count or type*#host/test_shm.cpp"
-  "settings-model-constant-left-out#include/ringtree/communicator/settings.hpp#    model_setting<&cost_model::alpha_net>(\"communicator_options::model.alpha_net\"),#    {\"communicator_options::model.alpha_net\", [](const opened_settings&) { return std::uint64_t{0}; }, show_double, [](opened_settings& s) { s.opt.model->alpha_net += 1; }},#*every setting that decides*#host/test_seams.cpp"
+  "settings-model-constant-left-out#include/ringtree/communicator/settings.hpp#    model_setting<&cost_model::alpha_net>(\"communicator_options::model.alpha_net\"),#    {\"communicator_options::model.alpha_net\", [](const opened_settings&) { return std::uint64_t{0}; }, show_double, [](opened_settings& s) { s.opt.model->alpha_net += 1; }},#*every setting that decides*#host/test_agreement.cpp"
   "chooser-never-measures#include/ringtree/communicator/chooser.hpp#    if (a == algorithm::automatic && cached_only_) return by_model(comm, C, bytes, talk);  // measured ahead, or not at all#    if (a == algorithm::automatic) return by_model(comm, C, bytes, talk);#*clearly slower*#host/test_table.cpp"
   "sim-receiving-link-unshared#include/ringtree/sim/network.hpp#    nic_out_[ha] = nic_in_[hb] = t1;#    nic_out_[ha] = t1;#*share its receiving link*#sim/test_sim.cpp"
   "shm-peer-check-no-second-look#include/ringtree/transport/shm/slots.hpp#    if (r.op_->complete) return;#    // (no second look)#*between two looks*#host/test_shm_peers.cpp"
@@ -61,7 +61,7 @@ build_and_run() {
   local srcs=() f
   for f in $files; do srcs+=("$root/tests/$f"); done
   [[ " $files " == *" host/"* ]] && srcs+=("$root/tests/host/main.cpp")
-  g++ -std=c++20 -O2 -pthread -I"$dir/include" -I"$root/tests" "${srcs[@]}" -o "$dir/test" 2>"$dir/build.log" || return 2
+  g++ -std=c++20 -O2 -pthread -I"$dir/include" -I"$root/tests/support" -I"$root" "${srcs[@]}" -o "$dir/test" 2>"$dir/build.log" || return 2
   RINGTREE_CACHE_DIR="$dir/cache" timeout 600 "$dir/test" --test-case="$filter" >"$dir/run.log" 2>&1
 }
 

@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/core/json.hpp>
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/mpi.hpp>
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 
 #include "collective_check.hpp"
 #include "mpi_reference.hpp"
@@ -118,9 +119,10 @@ void write_json(const std::string& file, const std::vector<row>& rows, int n) {
   f << "{\"ranks\": " << n << ", \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
-    f << "  {\"collective\": \"" << r.collective << "\", \"bytes\": " << r.bytes << ", \"count\": " << r.count
-      << ", \"type\": \"" << r.type << "\", \"redop\": \"" << r.redop << "\", \"root\": " << r.root
-      << ", \"algo\": \"" << r.algo << "\", \"time_us\": " << r.time_us << ", \"algbw_GBps\": " << r.algbw
+    using detail::json_quoted;
+    f << "  {\"collective\": " << json_quoted(r.collective) << ", \"bytes\": " << r.bytes << ", \"count\": " << r.count
+      << ", \"type\": " << json_quoted(r.type) << ", \"redop\": " << json_quoted(r.redop) << ", \"root\": " << r.root
+      << ", \"algo\": " << json_quoted(r.algo) << ", \"time_us\": " << r.time_us << ", \"algbw_GBps\": " << r.algbw
       << ", \"busbw_GBps\": " << r.busbw << ", \"wrong\": " << r.wrong << ", \"vs_mpi\": " << r.vs_mpi << ", \"model_us\": " << r.model_us << "}"
       << (i + 1 < rows.size() ? ",\n" : "\n");
   }

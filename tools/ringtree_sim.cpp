@@ -16,7 +16,7 @@
 
 #include <ringtree/sim/collective.hpp>
 #include <ringtree/trace/page.hpp>
-#include <ringtree/trace/teach.hpp>
+#include <ringtree/teach/watch.hpp>
 #include <ringtree/tuning/model_file.hpp>
 
 #include "cli.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/trace/teach.hpp>
+#include <ringtree/teach/watch.hpp>
 #include <ringtree/trace/page.hpp>
 
 #include "cli.hpp"

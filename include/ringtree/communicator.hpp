@@ -45,7 +45,7 @@
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
-#include <ringtree/core/work.hpp>
+#include <ringtree/communicator/work.hpp>
 #include <ringtree/memory/scratch_pool.hpp>
 #include <ringtree/trace/sink.hpp>
 #include <ringtree/trace/traced.hpp>
@@ -84,7 +84,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // out where the transport has no abort: clang 14 instantiates constrained
   // non-template members anyway.)
   template <class T = Transport>
-    requires requires(T& t) { t.abort(); }
+    requires abortable_transport<T>
   void abort() { t_->abort(); }
 
   // A collective call, like the others (every rank calls it): the cost
@@ -98,7 +98,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // algorithm automatic runs for collective `c` on `bytes` (the whole
   // buffer; one rank's block for scatter, gather, allgather). It measures
   // the offered algorithms the first time a size bin is asked about (see
-  // README, "Choosing algorithms"), unless the choice is cached.
+  // README, "Which algorithm runs"), unless the choice is cached.
   // `symmetric`: for a call on symmetric memory (comm.allocate).
   algorithm choose(collective c, std::size_t bytes, bool symmetric = false);
   // Where a call of `bytes` runs, which decides what is offered

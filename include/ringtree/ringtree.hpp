@@ -1,7 +1,7 @@
 #pragma once
 // ringtree: collective communication algorithms over interchangeable
 // transports. This umbrella needs nothing but the C++ standard library;
-// include <ringtree/transport/mpi.hpp> or <ringtree/transport/cuda_ipc.hpp>
+// include <ringtree/mpi.hpp> or <ringtree/transport/cuda_ipc.hpp>
 // on purpose for those transports.
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>

@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 
 #include "routes.hpp"
 

@@ -17,8 +17,8 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/cuda_ipc.hpp>
 
-#include "../../tools/collective_check.hpp"
-#include "../process_check.hpp"
+#include "tools/collective_check.hpp"
+#include "process_check.hpp"
 
 using namespace ringtree;
 

@@ -1,4 +1,4 @@
-// Asynchronous calls (core/work.hpp), point to point and all-to-all with
+// Asynchronous calls (communicator/work.hpp), point to point and all-to-all with
 // blocks of any size. (all_cases in collective_check.hpp runs the equal-
 // block all-to-all against its reference with the other collectives.)
 #include <doctest/doctest.h>
@@ -16,6 +16,7 @@
 #include "host_check.hpp"
 
 using namespace ringtree;
+using namespace std::chrono_literals;
 
 TEST_CASE("async: calls run in order, overlap the caller, and give the same results as synchronous ones") {
   for (int n : {1, 2, 3, 4}) {
@@ -306,3 +307,40 @@ TEST_CASE("alltoall: blocks of any size, against the reference; bad counts are r
     });
   }
 }
+
+TEST_CASE("send/recv: point to point moves while other calls are pending and while the caller polls") {
+  auto what = rt_test::errors_of(3, [](local_transport& t) {
+    communicator comm(t);
+    const int n = comm.size(), r = comm.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
+    // MPI's classic exchange: post the receive, send blocking, then wait
+    std::vector<double> in(200000, -1), out(200000, r);
+    auto q = comm.recv_async(in, left, 1);
+    comm.send(out, right, 1);
+    q.wait();
+    if (in[199999] != left) throw error("test", r, "recv_async + send: wrong data");
+    // an MPI-style polling loop never waits, yet both complete
+    auto s = comm.send_async(out, right, 2);
+    auto g = comm.recv_async(in, left, 2);
+    const auto until = std::chrono::steady_clock::now() + rt_test::scaled(20s);
+    while (!(s.test() && g.test()))
+      if (std::chrono::steady_clock::now() > until) throw error("test", r, "polled send/recv did not complete in 20 s");
+    // a pending send beside a collective on another communicator (as the torch
+    // group keeps collectives and point to point apart)
+    auto coll = comm.split(0, r);
+    std::vector<int> sum(4, 1);
+    if (r == 0) {
+      auto w = comm.send_async(out, 1, 3);
+      coll.allreduce(sum);
+      w.wait();
+    } else if (r == 1) {
+      comm.recv(in, 0, 3);
+      coll.allreduce(sum);
+    } else {
+      coll.allreduce(sum);
+    }
+    if (sum[3] != n) throw error("test", r, "wrong sum");
+    comm.barrier();
+  }, rt_test::scaled(10s));
+  for (const auto& w : what) CHECK_MESSAGE(w.empty(), w);
+}
+

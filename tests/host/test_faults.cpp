@@ -20,9 +20,9 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/shm.hpp>
 
-#include "../../tools/collective_check.hpp"
-#include "../fault_transport.hpp"
-#include "../process_check.hpp"
+#include "tools/collective_check.hpp"
+#include "fault_transport.hpp"
+#include "process_check.hpp"
 #include "host_check.hpp"
 
 using namespace ringtree;

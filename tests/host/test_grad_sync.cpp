@@ -16,16 +16,16 @@
 #include <ringtree/train/grad_sync.hpp>
 #include <ringtree/transport/shm.hpp>
 
-#include "../process_check.hpp"
+#include "process_check.hpp"
 
 
 using namespace ringtree;
 using namespace std::chrono_literals;
 
-#include "../train_check.hpp"
+#include "train_check.hpp"
 #include "host_check.hpp"
 
-using namespace rt_train;
+using namespace rt_test::train;
 
 namespace {
 

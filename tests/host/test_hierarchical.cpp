@@ -10,8 +10,9 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
+#include <ringtree/transport/hosts.hpp>
 
-#include "../../tools/collective_check.hpp"
+#include "tools/collective_check.hpp"
 #include "host_check.hpp"
 
 using namespace ringtree;

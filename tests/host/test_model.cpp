@@ -16,8 +16,8 @@
 
 #include <ringtree/ringtree.hpp>
 
-#include "../../tools/collective_check.hpp"
-#include "../json_check.hpp"
+#include "tools/collective_check.hpp"
+#include "json_check.hpp"
 
 using namespace ringtree;
 

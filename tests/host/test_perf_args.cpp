@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "../../tools/perf_args.hpp"
+#include "tools/perf_args.hpp"
 
 using namespace ringtree;
 using namespace ringtree::perf;

@@ -7,7 +7,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/train/pipeline.hpp>
 
-#include "../pipeline_check.hpp"
+#include "pipeline_check.hpp"
 
 using namespace ringtree;
 
@@ -17,7 +17,7 @@ TEST_CASE("pipeline forward and backward equal the sequential computation, GPipe
       for (auto kind : {pipeline_schedule::gpipe, pipeline_schedule::one_f_one_b}) {
         std::vector<std::string> f(stages);
         local_world world(stages);
-        world.run([&](local_transport& t) { f[t.rank()] = rt_pipe::check(t, kind, m); });
+        world.run([&](local_transport& t) { f[t.rank()] = rt_test::pipe::check(t, kind, m); });
         for (auto& x : f) CHECK_MESSAGE(x.empty(), x);
       }
 }

@@ -3,8 +3,10 @@
 // never mistake a peer that did its part and left for a failed one.
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +21,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/shm.hpp>
 
-#include "../process_check.hpp"
+#include "process_check.hpp"
 #include "host_check.hpp"
 #include "shm_check.hpp"
 
@@ -251,4 +253,83 @@ TEST_CASE("shm: a peer that sends its last message and leaves between two looks 
   auto r2 = t[0]->irecv(1, std::as_writable_bytes(std::span<int>(got)));
   CHECK_THROWS_WITH_AS(t[0]->wait(r2), doctest::Contains("rank 1 (pid"), error);
   CHECK(shm_entries().count(name.substr(1)) == 0);
+}
+
+TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
+  const std::string name = detail::cat("/ringtree-test-killed-", getpid());
+  constexpr std::size_t bytes = std::size_t{64} << 20;
+  const auto seen_before = shm_entries();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // rank 1, doing what allocate does: map its segment, then wait in the exchange for rank 0
+    try {
+      shm_transport t(name, 1, 2, shm_options{.timeout = rt_test::scaled(20s)});
+      (void)t.map_shared(bytes);
+    } catch (...) {
+    }
+    _exit(0);
+  }
+  shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(20s)});
+  // rank 1's segment, as soon as it exists (rank 1 is still filling it): then kill rank 1 there
+  std::string victim;
+  for (auto until = std::chrono::steady_clock::now() + rt_test::scaled(20s); victim.empty() && std::chrono::steady_clock::now() < until;) {
+    DIR* d = opendir("/dev/shm");
+    while (const dirent* e = d != nullptr ? readdir(d) : nullptr) {
+      struct stat st {};
+      const std::string n = e->d_name;
+      if (n.rfind("ringtree-", 0) == 0 && has(n, detail::cat("-", child, "-")) && !seen_before.count(n) &&
+          fstatat(dirfd(d), e->d_name, &st, 0) == 0 && std::size_t(st.st_size) >= bytes)
+        victim = n;
+    }
+    if (d != nullptr) closedir(d);
+    if (victim.empty()) std::this_thread::sleep_for(100us);
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE_MESSAGE(!victim.empty(), "rank 1 made no segment of its own");
+  CHECK(WIFSIGNALED(status));
+  // rank 0 goes on into allocate: it raises, naming rank 1, and nothing of rank 1's is left
+  std::string what;
+  try {
+    (void)t.map_shared(bytes);
+  } catch (const error& e) {
+    what = e.what();
+  }
+  CHECK_MESSAGE(has(what, "rank 1"), what);
+  CHECK_MESSAGE(access(("/dev/shm/" + victim).c_str(), F_OK) != 0, "left in /dev/shm: " << victim);
+  // and its name says whose it was, so that any later run can tell it stale
+  CHECK_MESSAGE(has(victim, detail::cat("-", child, "-")), victim);
+}
+
+
+TEST_CASE("shm: a rank that times out on a peer stuck behind another rank names that one") {
+  // rank 2 waits on rank 0, which waits on rank 1, which stalls: rank 2
+  // names rank 1 (it once named rank 0, innocent), whoever times out first
+  const std::string name = detail::cat("/ringtree-test-chain-", getpid());
+  auto res = rt_test::run_processes(3, [&](int rank, FILE* out) {
+    // rank 1 stalls well past the others' timeout (both scaled alike),
+    // so theirs fire while it is still there
+    const auto timeout = rt_test::scaled(1500ms);
+    shm_transport t(name, rank, 3, shm_options{.timeout = timeout});
+    if (rank == 1) {
+      std::this_thread::sleep_for(timeout * 3);
+      return 0;
+    }
+    std::uint64_t x = 0;
+    try {
+      auto q = t.irecv(rank == 0 ? 1 : 0, std::as_writable_bytes(std::span(&x, 1)));
+      t.wait(q);
+      std::fprintf(out, "no error");
+    } catch (const timeout_error& e) {
+      std::fprintf(out, "peer %d: %s", e.peer(), e.what());
+    } catch (const error& e) {
+      std::fprintf(out, "not a timeout: %s", e.what());
+    }
+    return 0;
+  });
+  CHECK_MESSAGE(has(res[0].text, "peer 1: "), res[0].text);
+  CHECK_MESSAGE(has(res[2].text, "peer 1: "), res[2].text);
+  CHECK_MESSAGE(has(res[2].text, "for rank 1"), res[2].text);
 }

@@ -13,7 +13,7 @@
 
 #include <ringtree/ringtree.hpp>
 
-#include "../fault_transport.hpp"
+#include "fault_transport.hpp"
 
 using namespace ringtree;
 

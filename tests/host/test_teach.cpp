@@ -10,10 +10,10 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/trace/teach.hpp>
+#include <ringtree/teach/watch.hpp>
 #include <ringtree/trace/page.hpp>
 
-#include "../json_check.hpp"
+#include "json_check.hpp"
 #include "host_check.hpp"
 
 using namespace ringtree;

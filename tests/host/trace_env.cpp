@@ -18,7 +18,7 @@
 
 #include <ringtree/ringtree.hpp>
 
-#include "../json_check.hpp"
+#include "json_check.hpp"
 
 using namespace ringtree;
 

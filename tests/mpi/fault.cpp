@@ -30,10 +30,10 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 #include <ringtree/transport/mpi.hpp>
 
-#include "../fault_transport.hpp"
+#include "fault_transport.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;

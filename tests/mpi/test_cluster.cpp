@@ -10,9 +10,9 @@
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
-#include <ringtree/transport/cluster.hpp>
+#include <ringtree/mpi.hpp>
 
-#include "../../tools/collective_check.hpp"
+#include "tools/collective_check.hpp"
 #include "mpi_check.hpp"
 
 using namespace ringtree;

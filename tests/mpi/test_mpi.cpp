@@ -13,19 +13,18 @@
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/transport/shm_mpi.hpp>
 
-#include "../../tools/collective_check.hpp"
-#include "../test_time.hpp"
+#include "tools/collective_check.hpp"
+#include "test_time.hpp"
 #include "mpi_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
 
 namespace {
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int s; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 using rt_test::all_ranks;
+using rt_test::has;
+using rt_test::world_rank;
+using rt_test::world_size;
 
 // Every rank runs every case even after a failure, so that the ranks stay
 // in step; the first failure is kept.
@@ -271,132 +270,6 @@ TEST_CASE("ringtree's messages never match the user's: the communicator is dupli
   CHECK(token == (me + n - 1) % n);
 }
 
-TEST_CASE("checked mode: mismatched counts or roots raise on every rank, naming the ranks") {
-  mpi_transport t(MPI_COMM_WORLD);
-  communicator comm(t, communicator_options{.checked = true});
-  const int n = comm.size(), me = comm.rank();
-  if (n < 2) return;
-  std::vector<float> v(me == n - 1 ? 12 : 10);
-  std::string msg;
-  try {
-    comm.allreduce(std::span<float>(v));
-  } catch (const error& e) {
-    msg = e.what();
-  }
-  CHECK(has(msg, "allreduce on rank " + std::to_string(me)));
-  CHECK(has(msg, "ranks " + std::to_string(n - 1) + " differ from rank 0 in count"));
-  msg.clear();
-  try {
-    comm.broadcast(std::span<float>(v).first(10), me == 0 ? 1 : 0);
-  } catch (const error& e) {
-    msg = e.what();
-  }
-  CHECK(has(msg, "differ from rank 0 in root"));
-  // and the communicator still works afterwards
-  std::vector<int> ok(3, 1);
-  comm.allreduce(std::span<int>(ok));
-  CHECK(ok[2] == n);
-}
-
-TEST_CASE("RINGTREE_CHECK=1 turns checked mode on") {
-  setenv("RINGTREE_CHECK", "1", 1);
-  mpi_transport t(MPI_COMM_WORLD);
-  communicator comm(t);
-  unsetenv("RINGTREE_CHECK");
-  CHECK(comm.checked());
-}
-
-TEST_CASE("a rank that never joins: the others raise a timeout error naming it") {
-  const int n = world_size(), me = world_rank();
-  if (n < 2) return;
-  {
-    mpi_transport t(MPI_COMM_WORLD, mpi_options{.timeout = 1s});
-    communicator comm(t);
-    const int absent = n - 1;
-    std::string msg;
-    auto t0 = std::chrono::steady_clock::now();
-    if (me != absent) {
-      std::vector<int> v(4, 1);  // small: the sends complete eagerly, nothing is left pending
-      try {
-        comm.allreduce(std::span<int>(v), op::sum, algorithm::ring);
-      } catch (const timeout_error& e) {
-        msg = e.what();
-        CHECK(e.peer() >= 0);
-      }
-      CHECK(std::chrono::steady_clock::now() - t0 < rt_test::scaled(10s));
-      // the rank waited on is the absent one, or one that waits on it in turn
-      CHECK(has(msg, "(RINGTREE_TIMEOUT)"));
-      CHECK(has(msg, "waited 1 s for rank"));
-    }
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
-TEST_CASE("thread levels: a feature that needs more than MPI provides gets a clear error") {
-  CHECK_THROWS_WITH_AS(detail::check_thread_level(MPI_THREAD_FUNNELED, MPI_THREAD_MULTIPLE, "grad_sync", 3),
-                       doctest::Contains("grad_sync on rank 3: needs MPI thread level MPI_THREAD_MULTIPLE but MPI provides MPI_THREAD_FUNNELED"),
-                       error);
-  CHECK_NOTHROW(detail::check_thread_level(MPI_THREAD_MULTIPLE, MPI_THREAD_SERIALIZED, "x", 0));
-  mpi_transport t(MPI_COMM_WORLD);
-  int provided = 0;
-  MPI_Query_thread(&provided);
-  if (provided >= MPI_THREAD_SERIALIZED) CHECK_NOTHROW(t.require_thread_level(MPI_THREAD_SERIALIZED, "grad_sync"));
-}
-
-#include <ringtree/train/grad_sync.hpp>
-
-TEST_CASE("grad_sync over MPI: replicas stay bitwise equal and equal the mean gradient") {
-  mpi_transport t(MPI_COMM_WORLD);
-  communicator comm(t);
-  const int n = comm.size(), me = comm.rank();
-  std::vector<std::vector<float>> grads = {std::vector<float>(3000), std::vector<float>(17), std::vector<float>(5000),
-                                           std::vector<float>(1)};
-  std::vector<std::span<float>> spans(grads.begin(), grads.end());
-  grad_sync sync(comm, spans, grad_sync_options{.bucket_bytes = 16'000, .last_bucket_bytes = 4'000});
-  std::string f;
-  for (int step = 0; step < 3; ++step) {
-    for (std::size_t g = 0; g < grads.size(); ++g)
-      for (std::size_t i = 0; i < grads[g].size(); ++i) grads[g][i] = float((me + 1) * (step + 1)) + float(i % 7);
-    for (std::size_t g = grads.size(); g-- > 0;) sync.mark_ready(g);
-    sync.synchronize();
-    const float mean_rank = float(n + 1) / 2 * (step + 1);
-    for (std::size_t g = 0; g < grads.size(); ++g)
-      for (std::size_t i = 0; i < grads[g].size(); ++i)
-        if (std::abs(grads[g][i] - (mean_rank + float(i % 7))) > 1e-4f && f.empty())
-          f = detail::cat("step ", step, " gradient ", g, "[", i, "] = ", grads[g][i]);
-  }
-  CHECK_MESSAGE(f.empty(), f);
-  CHECK(all_ranks(f.empty()));
-}
-
-#include "../train_check.hpp"
-
-TEST_CASE("grad_sync over MPI: data-parallel training equals one rank on the whole batch") {
-  const int n = world_size();
-  if (24 % n != 0) return;
-  mpi_transport t(MPI_COMM_WORLD);
-  communicator comm(t);
-  const auto parallel = rt_train::train_parallel(comm, grad_sync_options{.bucket_bytes = 200, .last_bucket_bytes = 100}, true);
-  const auto alone = rt_train::train_alone();
-  bool ok = parallel.size() == alone.size();
-  for (std::size_t i = 0; ok && i < alone.size(); ++i) ok = std::abs(parallel[i] - alone[i]) <= 1e-5f * (1 + std::abs(alone[i]));
-  CHECK(ok);
-  CHECK(all_ranks(ok));
-}
-
-#include "../pipeline_check.hpp"
-
-TEST_CASE("pipeline over MPI: one stage per rank, GPipe and 1F1B equal the sequential run") {
-  mpi_transport t(MPI_COMM_WORLD);
-  std::string f;
-  for (int m : {1, 4, 7})
-    for (auto kind : {pipeline_schedule::gpipe, pipeline_schedule::one_f_one_b})
-      if (auto x = rt_pipe::check(t, kind, m); f.empty()) f = x;
-  CHECK_MESSAGE(f.empty(), f);
-  CHECK(all_ranks(f.empty()));
-}
-
-// Even and odd ranks, each half summing on its own, over `comm`'s transport.
 template <class Comm>
 std::string split_check(Comm& comm) {
   const int n = comm.size(), me = comm.rank();

@@ -13,7 +13,7 @@
 
 #include <ringtree/sim/collective.hpp>
 #include <ringtree/trace/page.hpp>
-#include <ringtree/trace/teach.hpp>
+#include <ringtree/teach/watch.hpp>
 
 using namespace ringtree;
 

@@ -1,7 +1,7 @@
 #pragma once
 // The asynchronous forms of a communicator's calls (a base of
 // communicator<T>): each returns a ringtree::work at once; the call runs on
-// the communicator's progress thread (core/work.hpp).
+// the communicator's progress thread (communicator/work.hpp).
 #include <exception>
 #include <functional>
 #include <vector>
@@ -9,7 +9,7 @@
 #include <ringtree/algorithms/vocabulary.hpp>
 #include <ringtree/communicator/p2p.hpp>
 #include <ringtree/communicator/ranges.hpp>
-#include <ringtree/core/work.hpp>
+#include <ringtree/communicator/work.hpp>
 
 namespace ringtree::detail {
 
@@ -21,7 +21,7 @@ class async_calls {
  public:
   // Asynchronous forms: each returns a ringtree::work at once; the call
   // runs on this communicator's progress thread, after every call made
-  // before it (core/work.hpp). Buffers must live, untouched, until
+  // before it (communicator/work.hpp). Buffers must live, untouched, until
   // work.wait() returns; a synchronous call waits for the queue first.
   template <buffer_range In, writable_range Out> requires same_elements<In, Out> && lasting_range<In> && lasting_range<Out>
   work allreduce_async(In&& in, Out&& out, op o = op::sum, algorithm a = algorithm::automatic) {

@@ -180,7 +180,7 @@ algorithm communicator<Transport>::choose(collective c, std::size_t bytes, bool 
 template <transport Transport>
 detail::progress_engine& communicator<Transport>::engine() {
   if (!engine_.e) {
-    if constexpr (requires { t_->require_background_thread(std::string()); })
+    if constexpr (thread_checking_transport<Transport>)
       t_->require_background_thread("asynchronous calls");
     engine_.e = std::make_unique<detail::progress_engine>();
   }

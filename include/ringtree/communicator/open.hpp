@@ -91,7 +91,7 @@ symmetric_buffer<E> communicator<Transport>::allocate(std::size_t count) {
     r->map.bytes = bytes;
     r->map.keep = mem;
   }
-  return symmetric_buffer<E>(std::move(r), count);
+  return detail::symmetric_access::make<E>(std::move(r), count);
 }
 
 template <transport Transport>

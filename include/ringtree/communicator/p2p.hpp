@@ -120,7 +120,7 @@ class p2p_matcher {
   template <element E>
   std::function<bool()> post(Lane lane, std::span<E> data, int peer, int tag, int* source = nullptr) {
     if (peer == any_source) {
-      if constexpr (!requires(Lane& l) { { l.probe(0) } -> std::same_as<bool>; })
+      if constexpr (!probing_transport<Lane>)
         throw error("recv", lane.rank(), "receiving from any source needs a transport that can probe() (threads, shared memory, MPI)");
     } else {
       check_peer("recv", lane.rank(), lane.size(), peer);
@@ -153,8 +153,8 @@ class p2p_matcher {
     if (!w.matched) {
       if (w.peer == any_source && std::chrono::steady_clock::now() > w.deadline)
         throw timeout_error("recv", l.rank(), any_source,
-                            cat("waited ", std::chrono::duration<double>(timeout_of(l)).count(), " s for a message with tag ", w.tag,
-                                " from any rank, the whole timeout (RINGTREE_TIMEOUT): no rank sent one"));
+                            waited_whole_timeout(std::chrono::duration<double>(timeout_of(l)).count(),
+                                                 cat("a message with tag ", w.tag, " from any rank"), ": no rank sent one"));
       return false;
     }
     if (w.from) {
@@ -222,11 +222,11 @@ class p2p_matcher {
 
   // How long the transport waits on a peer (RINGTREE_TIMEOUT where it cannot say).
   static std::chrono::duration<double> timeout_of(const Lane& l) {
-    if constexpr (requires { { l.timeout() } -> std::convertible_to<std::chrono::duration<double>>; }) return l.timeout();
+    if constexpr (timed_transport<Lane>) return l.timeout();
     else return default_timeout();
   }
   static bool probe(Lane& l, int p) {
-    if constexpr (requires { { l.probe(p) } -> std::same_as<bool>; }) return l.probe(p);
+    if constexpr (probing_transport<Lane>) return l.probe(p);
     else return false;
   }
 

@@ -4,7 +4,7 @@
 // different rows (or that compare calls while others do not) would
 // exchange wrong bytes. The communicator states each entry's word once,
 // when it opens (agree_on_settings); the tests vary each entry on one rank
-// (tests/host/test_seams.cpp), so an entry that a word leaves out fails
+// (tests/host/test_agreement.cpp), so an entry that a word leaves out fails
 // there, and a field added to the options fails to compile here until it
 // is weighed.
 #include <bit>

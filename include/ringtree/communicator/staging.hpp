@@ -10,6 +10,7 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/memory/symmetric.hpp>
+#include <ringtree/transport/exchange.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree::detail {

@@ -83,5 +83,14 @@ std::string cat(const Args&... args) {
   return os.str();
 }
 
+// The one wording of a wait that ran out, for every transport and call:
+// "waited 20 s for rank 3, the whole timeout (RINGTREE_TIMEOUT)", then
+// what the caller knows more (`then`: ": it stalled or is in another call").
+// A chain of waits (wait_board.hpp) puts the words after the chain.
+inline constexpr const char* whole_timeout_words = "the whole timeout (RINGTREE_TIMEOUT)";
+inline std::string waited_whole_timeout(double seconds, const std::string& whom, const std::string& then = "") {
+  return cat("waited ", seconds, " s for ", whom, ", ", whole_timeout_words, then);
+}
+
 }  // namespace detail
 }  // namespace ringtree

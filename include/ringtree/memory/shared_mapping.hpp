@@ -1,29 +1,22 @@
 #pragma once
-// What a transport offers when its ranks can read each other's memory
-// (threads of one process, processes of one host): `t.map_shared(bytes)`,
-// a collective call that gives every rank a region of its own and the
-// address of every peer's region in this process. Symmetric buffers and
-// the direct algorithms (memory/symmetric.hpp) are built on it; a transport
-// without it simply has no symmetric memory.
+// Memory every rank can read: what a transport's `t.map_shared(bytes)`
+// returns (shared_memory_transport, transport/transport.hpp), a collective
+// call that gives every rank a region of its own and the address of every
+// peer's region in this process. Symmetric buffers and the direct
+// algorithms (memory/symmetric.hpp) are built on it.
 //
 // Lifetime: a mapping keeps this rank's view of every region alive until
 // it is released. A region stays readable while any rank still maps it, so
 // a peer that dies or frees early never pulls memory from under a reader
 // (no SIGBUS, no use after free).
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
-#include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
-#include <ringtree/core/error.hpp>
-#include <ringtree/transport/transport.hpp>
+#include <ringtree/core/cxx20.hpp>
 
 namespace ringtree {
 
@@ -35,113 +28,4 @@ struct shared_mapping {
   std::chrono::duration<double> timeout{300};    // how long a wait on a peer may take
 };
 
-template <class T>
-concept shared_memory_transport = transport<T> && requires(T& t, std::size_t bytes) {
-  { t.map_shared(bytes) } -> std::same_as<std::optional<shared_mapping>>;
-};
-
-namespace detail {
-
-// Whether a communicator may map its control memory in its first
-// collective call, to stage small calls on private memory (memory/symmetric.hpp),
-// and the staging that private calls stream through, rather than only when
-// the program calls allocate: true where the mapping moves only the
-// transport's own messages, under its timeout, and frees without talking
-// to the peers (t.maps_in_calls(): MPI's, only where all ranks share a host).
-template <class T>
-bool maps_in_calls(const T& t) noexcept {
-  if constexpr (requires { { t.maps_in_calls() } -> std::same_as<bool>; }) return t.maps_in_calls();
-  else return false;
-}
-// Host memory that every rank maps, for the control lines and staging:
-// t.map_control(bytes) where map_shared cannot give it (device memory; MPI's
-// windows, made and freed by MPI collectives, which have no timeout), else
-// map_shared.
-template <class T>
-std::optional<shared_mapping> map_control(T& t, std::size_t bytes) {
-  if constexpr (requires { t.map_control(bytes); }) return t.map_control(bytes);
-  else return t.map_shared(bytes);
-}
-
-// Every rank sends `mine` to every other and receives theirs into `all`
-// (rank r's at r * mine.size()): the one exchange set-up steps (mapping
-// memory, splitting) are made of. Each message leads with a word naming
-// the step (`what`) and its size, checked on arrival before anything in it
-// is used: a peer in another call whose message happens to be as long
-// (an 8-byte broadcast where an address was expected) raises here,
-// naming the step, instead of being taken for this one's.
-inline std::uint64_t step_word(const char* what, std::size_t bytes) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name, then the size
-  for (const char* c = what; *c != '\0'; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
-  return (h ^ bytes) * 0x100000001b3ull ^ 0x52494e4754524545ull;
-}
-template <transport T>
-void exchange_all(T& t, const char* what, std::span<const std::byte> mine, std::span<std::byte> all) {
-  const int n = t.size(), me = t.rank();
-  const std::size_t m = mine.size(), w = sizeof(std::uint64_t) + m;
-  const std::uint64_t word = step_word(what, m);
-  std::vector<std::byte> out(w), in(w * static_cast<std::size_t>(n));
-  std::memcpy(out.data(), &word, sizeof word);
-  std::copy(mine.begin(), mine.end(), out.begin() + sizeof word);
-  std::vector<typename T::request> reqs;
-  for (int q = 0; q < n; ++q)
-    if (q != me) reqs.push_back(t.irecv(q, std::span(in).subspan(q * w, w)));
-  for (int q = 0; q < n; ++q)
-    if (q != me) reqs.push_back(t.isend(q, std::span<const std::byte>(out)));
-  for (auto& r : reqs) t.wait(r);
-  for (int q = 0; q < n; ++q) {
-    if (q == me) continue;
-    std::uint64_t got = 0;
-    std::memcpy(&got, in.data() + q * w, sizeof got);
-    if (got != word)
-      throw error(what, me, cat("rank ", q, " sent something other than this step's ", m,
-                                "-byte message (mismatched collective calls?)"));
-    std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(q * w + sizeof word), m, all.begin() + static_cast<std::ptrdiff_t>(q * m));
-  }
-  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(me * m));
-}
-// The same with one value a rank: every rank's, by rank.
-template <transport T, class V>
-std::vector<V> exchange_all(T& t, const char* what, const V& mine) {
-  std::vector<V> all(static_cast<std::size_t>(t.size()));
-  exchange_all(t, what, std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
-  return all;
-}
-
-// The first of `members` (this transport's ranks) sends `value` to the
-// others, which receive it there: how a split's first member hands out
-// the new part's name. Checked on arrival as exchange_all's messages are.
-template <transport T>
-void share_from_first(T& t, std::span<const int> members, int index, const char* what, std::span<std::byte> value) {
-  const std::uint64_t word = step_word(what, value.size());
-  std::vector<std::byte> msg(sizeof word + value.size());
-  if (index == 0) {
-    std::memcpy(msg.data(), &word, sizeof word);
-    std::copy(value.begin(), value.end(), msg.begin() + sizeof word);
-    std::vector<typename T::request> sends;
-    for (std::size_t i = 1; i < members.size(); ++i) sends.push_back(t.isend(members[i], std::span<const std::byte>(msg)));
-    for (auto& q : sends) t.wait(q);
-    return;
-  }
-  auto q = t.irecv(members[0], std::span(msg));
-  t.wait(q);
-  std::uint64_t got = 0;
-  std::memcpy(&got, msg.data(), sizeof got);
-  if (got != word)
-    throw error(what, t.rank(), cat("rank ", members[0], " sent something other than this step's ", value.size(),
-                                    "-byte message (mismatched collective calls?)"));
-  std::copy(msg.begin() + sizeof word, msg.end(), value.begin());
-}
-
-// After a collective set-up step that may fail on some ranks: every rank
-// says whether it managed, so that all fail together. The first rank that
-// did not (this one included), or -1 when all did.
-template <transport T>
-int first_failed(T& t, bool ok, const char* what = "symmetric memory") {
-  const auto all = exchange_all(t, what, static_cast<std::uint8_t>(ok ? 1 : 0));
-  const auto at = std::find(all.begin(), all.end(), std::uint8_t{0});
-  return at == all.end() ? -1 : static_cast<int>(at - all.begin());
-}
-
-}  // namespace detail
 }  // namespace ringtree

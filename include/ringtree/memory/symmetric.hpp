@@ -23,8 +23,6 @@
 // algorithm, op and root; a rank that fails marks its line, and peers
 // waiting on it raise at once; a peer that dies, leaves or stalls is named
 // within RINGTREE_TIMEOUT.
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,18 +33,18 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/wait.hpp>
+#include <ringtree/memory/host_memory.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 
 namespace ringtree {
 
-template <transport T> class communicator;
+template <class E> class symmetric_buffer;
 
 namespace detail {
 
@@ -82,24 +80,6 @@ struct symmetric_region {
   std::byte* mine() const noexcept { return map.bases.empty() ? nullptr : map.bases[rank]; }
   int rank = 0;
 };
-
-// How many cores the ranks sharing this memory may run on between them:
-// the union of their affinity masks (each rank's own, exchanged once; a
-// launcher that binds each rank to one core gives each a mask of one).
-// More ranks than that means waiting ranks must give their core away at once.
-template <transport T>
-int cores_of_all(T& t) {
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof mine, &mine) != 0)
-    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()) && c < CPU_SETSIZE; ++c) CPU_SET(c, &mine);
-  std::vector<cpu_set_t> all(t.size());
-  exchange_all(t, "symmetric memory", std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
-  cpu_set_t any;
-  CPU_ZERO(&any);
-  for (auto& s : all) CPU_OR(&any, &any, &s);
-  return std::max(1, CPU_COUNT(&any));
-}
 
 // A communicator's symmetric memory: the control lines (one per rank) and
 // the buffers allocated so far, by id.
@@ -190,9 +170,9 @@ class symmetric_heap {
         }
       if (p.overdue())
         throw timeout_error(call, rank_, q,
-                            cat("waited ", control_.timeout.count(), " s for rank ", q, ", the whole timeout (RINGTREE_TIMEOUT) in a direct ",
-                                "call on symmetric memory: it stalled, or called something else (a private buffer ",
-                                "where this rank passed a symmetric one?)"));
+                            waited_whole_timeout(control_.timeout.count(), cat("rank ", q),
+                                                 " in a direct call on symmetric memory: it stalled, or called something "
+                                                 "else (a private buffer where this rank passed a symmetric one?)"));
     }
   }
 
@@ -203,6 +183,14 @@ class symmetric_heap {
   std::uint64_t call_ = 0, stage_ = 0, last_id_ = 0;
   std::vector<std::pair<std::weak_ptr<symmetric_region>, const symmetric_region*>> regions_;
   detail::fail_stop stop_{"a direct call on symmetric memory failed earlier, so this communicator's symmetric buffers cannot be used again"};
+};
+
+// How the communicator's allocate makes a buffer from a region (nobody else may).
+struct symmetric_access {
+  template <class E>
+  static symmetric_buffer<E> make(std::shared_ptr<symmetric_region> r, std::size_t count) {
+    return symmetric_buffer<E>(std::move(r), count);
+  }
 };
 
 }  // namespace detail
@@ -225,7 +213,7 @@ class symmetric_buffer {
   bool shared() const noexcept { return region_ && region_->shared; }
 
  private:
-  template <transport T> friend class communicator;
+  friend struct detail::symmetric_access;
   symmetric_buffer(std::shared_ptr<detail::symmetric_region> r, std::size_t count)
       : region_(std::move(r)), span_(reinterpret_cast<E*>(region_->mine()), count) {}
   std::shared_ptr<detail::symmetric_region> region_;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/core/json.hpp>
 #include <ringtree/trace/traced.hpp>
 #include <ringtree/tuning/cost_model.hpp>
 
@@ -110,17 +111,6 @@ inline void fill_steps(trace_story& s, const trace_recorder& rec) {
     if (x.peer < 0 && x.step >= 1 && x.step - 1 < steps) s.steps[x.step - 1].reduced[x.rank] += x.bytes;
 }
 
-inline void json_string(std::ostream& os, const std::string& v) {
-  os << '"';
-  for (char c : v) {
-    if (c == '"' || c == '\\') os << '\\' << c;
-    else if (c == '\n') os << "\\n";
-    else if (c == '<') os << "\\u003c";  // never "</script>" inside the page
-    else if (static_cast<unsigned char>(c) < 0x20) os << ' ';
-    else os << c;
-  }
-  os << '"';
-}
 // Masks as hex strings: JavaScript numbers hold 53 bits, masks up to 64.
 inline void json_masks(std::ostream& os, const std::vector<std::vector<std::uint64_t>>& m, bool hex) {
   os << '[';

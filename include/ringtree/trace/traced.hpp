@@ -33,6 +33,7 @@
 
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
+#include <ringtree/core/json.hpp>
 #include <ringtree/transport/topology.hpp>
 #include <ringtree/memory/scratch_pool.hpp>
 #include <ringtree/transport/transport.hpp>
@@ -132,8 +133,8 @@ class trace_recorder {
     auto sep = [&] { os << (first ? "  " : ",\n  "); first = false; };
     if (!label.empty()) {
       sep();
-      os << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << pid << ", \"args\": {\"name\": \"" << label
-         << "\"}}";
+      os << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << pid << ", \"args\": {\"name\": "
+         << detail::json_quoted(label) << "}}";
     }
     std::vector<bool> seen(clock_.size(), !one_rank_);
     for (const auto& x : slices_) seen.at(x.rank) = true;
@@ -322,18 +323,18 @@ class traced_transport {
     completed(r);
   }
   bool probe(int peer)
-    requires requires(T& t) { { t.probe(peer) } -> std::same_as<bool>; }
+    requires probing_transport<T>
   {
     return inner_->probe(peer);
   }
   std::chrono::duration<double> timeout() const noexcept
-    requires requires(const T& t) { t.timeout(); }
+    requires timed_transport<T>
   {
     return inner_->timeout();
   }
   // (only where T can test; detail::test falls back to wait otherwise)
   bool test(request& r)
-    requires requires(T& t, typename T::request& q) { { t.test(q) } -> std::same_as<bool>; }
+    requires testing_transport<T>
   {
     bool done = false;
     in_whole_ranks([&] { done = inner_->test(r.inner); });

@@ -8,7 +8,7 @@
 // `last_bucket_bytes`, because nothing can hide the communication of the
 // bucket that is ready last. As backward finishes gradient i, the trainer
 // calls mark_ready(i); once every gradient of the next bucket is ready, the
-// communicator's progress thread (comm.submit, core/work.hpp) all-reduces
+// communicator's progress thread (comm.submit, communicator/work.hpp) all-reduces
 // it while backward goes on. Buckets run in
 // the same order on every rank whatever the order of mark_ready calls, so
 // the ranks' collectives always match. synchronize() waits for all of them
@@ -173,7 +173,7 @@ class grad_sync {
   void start() {
     const int rank = comm_->rank();
     check_same_layout();
-    if constexpr (requires { comm_->transport().require_background_thread(std::string()); })
+    if constexpr (thread_checking_transport<std::remove_reference_t<decltype(comm_->transport())>>)
       comm_->transport().require_background_thread("grad_sync");
     // Buckets from the first parameters (the small last bucket), then up to
     // bucket_bytes each; run in reverse: the last parameters first.

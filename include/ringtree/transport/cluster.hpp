@@ -1,7 +1,7 @@
 #pragma once
 // cluster_transport: the ranks of an MPI communicator, wherever they run,
 // with shared memory wherever they share a host. What make_communicator
-// builds:
+// (<ringtree/mpi.hpp>) builds:
 //
 //   every rank on one host    shared memory (shm_transport) for everything
 //   ranks on several hosts    MPI between any two ranks, and for the
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include <ringtree/communicator.hpp>
+#include <ringtree/core/error.hpp>
 #include <ringtree/transport/hosts.hpp>
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/transport/shm.hpp>
@@ -180,13 +180,5 @@ class cluster_transport {
   std::unique_ptr<shm_transport> local_;  // this host's ranks (all of them on one host)
   std::unique_ptr<mpi_transport> cross_;  // the ranks of this local index on every host
 };
-
-// The communicator over `comm` that suits where its ranks run (see
-// cluster_transport): shared memory on one host, hierarchical collectives
-// across hosts, MPI between ranks alone on theirs. It owns its transport.
-inline communicator<cluster_transport> make_communicator(MPI_Comm comm, communicator_options opt = {},
-                                                        cluster_options transport = {}) {
-  return communicator<cluster_transport>(std::make_unique<cluster_transport>(comm, std::move(transport)), std::move(opt));
-}
 
 }  // namespace ringtree

@@ -35,6 +35,7 @@
 
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/reduce.hpp>
+#include <ringtree/transport/exchange.hpp>
 #include <ringtree/transport/shm.hpp>
 
 namespace ringtree {

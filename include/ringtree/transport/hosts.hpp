@@ -30,9 +30,9 @@ namespace ringtree {
 // The ranks of a transport T grouped into hosts that the caller names
 // (host_key[r] for rank r, the same on every rank): the flat transport
 // passes through, and host_local()/host_cross() are two splits of it.
-// Made collectively by every rank; T must have split (local_transport,
+// Made collectively by every rank; T must split (local_transport,
 // shm_transport, mpi_transport do).
-template <transport T>
+template <splitting_transport T>
 class host_groups {
  public:
   using request = typename T::request;

@@ -28,6 +28,7 @@
 #include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
+#include <ringtree/transport/exchange.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree {
@@ -257,8 +258,7 @@ class local_world {
         throw error(what, rank, detail::cat("peer rank ", peer, " can no longer answer: ", why));
       if (block ? c.cv.wait_until(lk, deadline) == std::cv_status::timeout && !done() : now > deadline)
         throw timeout_error(what, rank, peer,
-                            detail::cat("waited ", timeout_.count(), " s for rank ", peer,
-                                        ", the whole timeout (RINGTREE_TIMEOUT)"));
+                            detail::waited_whole_timeout(timeout_.count(), detail::cat("rank ", peer)));
       if (!block) return done();
     }
     return true;

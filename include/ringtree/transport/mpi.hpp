@@ -46,9 +46,9 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/wait.hpp>
-#include <ringtree/memory/segments.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/mpi_memory.hpp>
+#include <ringtree/transport/shared_segments.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/wait_board.hpp>
 

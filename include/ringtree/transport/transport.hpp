@@ -10,56 +10,17 @@
 // Each transport also names the memory it moves (`memory_type`): the host
 // by default, device memory for CUDA IPC. Algorithms allocate scratch and
 // reduce through that memory object, so the same schedule serves both.
+#include <chrono>
 #include <concepts>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <memory>
+#include <optional>
 #include <span>
+#include <string>
 
-#include <ringtree/core/reduce.hpp>
+#include <ringtree/memory/host_memory.hpp>
+#include <ringtree/memory/shared_mapping.hpp>
 
 namespace ringtree {
-
-// What kind of memory a transport moves (its memory_type::kind).
-enum class memory_kind { host, device };
-
-// Host memory: scratch from the heap, reductions by the vectorised loops.
-struct host_memory {
-  static constexpr memory_kind kind = memory_kind::host;
-  template <class E>
-  struct buffer {
-    std::unique_ptr<E[]> data_;
-    std::size_t size_ = 0;
-    std::span<E> span() const noexcept { return {data_.get(), size_}; }
-  };
-  template <class E>
-  buffer<E> scratch(std::size_t n) const {
-    return {std::make_unique_for_overwrite<E[]>(n), n};
-  }
-  template <class E>
-  void copy(std::span<E> dst, std::span<const E> src) const noexcept {
-    if (!src.empty() && dst.data() != src.data())
-      std::memcpy(static_cast<void*>(dst.data()), src.data(), src.size_bytes());
-  }
-  template <class E>
-  void reduce(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) const noexcept {
-    reduce_into(o, acc, in, order);
-  }
-  template <class E>
-  void average(std::span<E> data, int ranks) const noexcept {
-    finish_avg(data, ranks);
-  }
-  // Exact integer avg (reduce.hpp): split before the sums, join after.
-  template <class E>
-  void split_avg(std::span<E> data, std::span<std::int64_t> remainders, int ranks) const noexcept {
-    ringtree::split_avg(data, remainders, ranks);
-  }
-  template <class E>
-  void join_avg(std::span<E> data, std::span<const std::int64_t> remainders, int ranks) const noexcept {
-    ringtree::join_avg(data, remainders, ranks);
-  }
-};
 
 template <class T>
 concept transport = requires(T& t, const T& ct, int peer, std::span<const std::byte> out,
@@ -76,6 +37,80 @@ concept transport = requires(T& t, const T& ct, int peer, std::span<const std::b
 template <transport T>
 using memory_of = typename T::memory_type;
 
+// ---- Optional features ---------------------------------------------------
+// What a transport may offer beyond the concept, each named here: the
+// checklist for a new transport's author. The code above asks for a feature
+// by these names, never by a requires-expression of its own. Also optional:
+// hierarchical_transport (topology.hpp: which ranks share a host), and the
+// static members `name` and `in_process` (below).
+
+// t.test(r): completes r and returns true, or false while the peer has not
+// answered; raises as wait() would. Without it, detail::test waits.
+template <class T>
+concept testing_transport = transport<T> && requires(T& t, typename T::request& r) {
+  { t.test(r) } -> std::same_as<bool>;
+};
+// t.probe(peer): whether a message from `peer` has arrived, without
+// receiving it. Receives from any source need it.
+template <class T>
+concept probing_transport = transport<T> && requires(T& t, int peer) {
+  { t.probe(peer) } -> std::same_as<bool>;
+};
+// t.timeout(): how long a wait on a peer may take (else RINGTREE_TIMEOUT).
+template <class T>
+concept timed_transport = transport<T> && requires(const T& t) {
+  { t.timeout() } -> std::convertible_to<std::chrono::duration<double>>;
+};
+// t.abort(): this rank gives up at once; the peers' waits on it raise.
+template <class T>
+concept abortable_transport = transport<T> && requires(T& t) { t.abort(); };
+// t.split(color, key, members, index): a transport of this rank's part, a
+// collective call (communicator::split, host_groups).
+template <class T>
+concept splitting_transport = transport<T> && requires(T& t, std::span<const int> members) {
+  t.split(0, 0, members, 0);
+};
+// t.require_background_thread(feature): raises where a progress thread
+// may not call the transport (MPI below MPI_THREAD_MULTIPLE).
+template <class T>
+concept thread_checking_transport = requires(T& t, const std::string& feature) {
+  t.require_background_thread(feature);
+};
+// t.map_shared(bytes): memory every rank of the transport can read (threads
+// of one process, processes of one host; memory/shared_mapping.hpp).
+// Symmetric buffers and the direct algorithms are built on it; a transport
+// without it simply has no symmetric memory. Its companions, maps_in_calls
+// and map_control, follow.
+template <class T>
+concept shared_memory_transport = transport<T> && requires(T& t, std::size_t bytes) {
+  { t.map_shared(bytes) } -> std::same_as<std::optional<shared_mapping>>;
+};
+
+namespace detail {
+
+// Whether a communicator may map its control memory in its first
+// collective call, to stage small calls on private memory (memory/symmetric.hpp),
+// and the staging that private calls stream through, rather than only when
+// the program calls allocate: true where the mapping moves only the
+// transport's own messages, under its timeout, and frees without talking
+// to the peers (t.maps_in_calls(): MPI's, only where all ranks share a host).
+template <class T>
+bool maps_in_calls(const T& t) noexcept {
+  if constexpr (requires { { t.maps_in_calls() } -> std::same_as<bool>; }) return t.maps_in_calls();
+  else return false;
+}
+// Host memory that every rank maps, for the control lines and staging:
+// t.map_control(bytes) where map_shared cannot give it (device memory; MPI's
+// windows, made and freed by MPI collectives, which have no timeout), else
+// map_shared.
+template <class T>
+std::optional<shared_mapping> map_control(T& t, std::size_t bytes) {
+  if constexpr (requires { t.map_control(bytes); }) return t.map_control(bytes);
+  else return t.map_shared(bytes);
+}
+
+}  // namespace detail
+
 namespace detail {
 // Whether a request has completed, without blocking: t.test(r), which a
 // transport may offer (it completes the request and returns true, returns
@@ -85,7 +120,7 @@ namespace detail {
 // What point-to-point calls in the background are polled with (work.hpp).
 template <transport T>
 bool test(T& t, typename T::request& r) {
-  if constexpr (requires { { t.test(r) } -> std::same_as<bool>; }) return t.test(r);
+  if constexpr (testing_transport<T>) return t.test(r);
   else {
     t.wait(r);
     return true;
@@ -100,10 +135,6 @@ namespace detail {
 template <class T> constexpr const char* transport_name() {
   if constexpr (requires { T::name; }) return T::name;
   else return "transport";
-}
-template <class M> constexpr memory_kind kind_of_memory() {
-  if constexpr (requires { M::kind; }) return M::kind;
-  else return memory_kind::host;
 }
 template <class T> constexpr memory_kind memory_kind_of() { return kind_of_memory<memory_of<T>>(); }
 template <class T> constexpr bool transport_in_process() {

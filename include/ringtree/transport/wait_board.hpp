@@ -57,7 +57,7 @@ class wait_board {
     // The end of a timeout's message: who is to blame (`it`: the peer itself).
     std::string verdict(const std::string& it) const {
       if (cycle) return "; the ranks of this cycle wait for each other (collectives called in different orders?)";
-      return cat(", the whole timeout (RINGTREE_TIMEOUT): ", it, " stalled, died or is in another call");
+      return cat(", ", whole_timeout_words, ": ", it, " stalled, died or is in another call");
     }
   };
   blame follow(int peer) const {

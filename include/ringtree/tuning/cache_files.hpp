@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include <ringtree/core/error.hpp>
-#include <ringtree/transport/hosts.hpp>
+#include <ringtree/transport/topology.hpp>
 #include <ringtree/transport/transport.hpp>
 
 namespace ringtree {

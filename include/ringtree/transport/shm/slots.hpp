@@ -40,12 +40,12 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/wait.hpp>
-#include <ringtree/memory/segments.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
 #include <ringtree/transport/shm/bootstrap.hpp>
 #include <ringtree/transport/shm/futex.hpp>
 #include <ringtree/transport/shm/layout.hpp>
 #include <ringtree/transport/shm/options.hpp>
+#include <ringtree/transport/shared_segments.hpp>
 #include <ringtree/transport/shm/segment.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/wait_board.hpp>
@@ -454,8 +454,8 @@ class slot_transport {
     if (b.rank == peer) {
       if (!why.empty()) throw error(what, rank_, why);
       throw timeout_error(what, rank_, r.peer_,
-                          detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
-                                      ", the whole timeout (RINGTREE_TIMEOUT): it stalled or is in another call"));
+                          detail::waited_whole_timeout(opt_.timeout->count(), detail::cat("rank ", r.peer_),
+                                                       ": it stalled or is in another call"));
     }
     // A peer stuck behind another rank (or gone while it waited on one):
     // that one is to blame.

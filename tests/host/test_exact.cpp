@@ -14,7 +14,7 @@
 
 #include <ringtree/ringtree.hpp>
 
-#include "../../tools/collective_check.hpp"
+#include "tools/collective_check.hpp"
 #include "host_check.hpp"
 
 using namespace ringtree;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The torch backend at the seams (issue 28): what once hung, was refused or
+"""The torch backend in corner cases: what once hung, was refused or
 returned wrong numbers with exit 0.
 
-    test_seams.py BUILD/python
+    test_corner_cases.py BUILD/python
 
   p2p-beside-collective  rank 0: isend, all_reduce, wait; rank 1: recv,
                          all_reduce. Completes at once (it used to wait for

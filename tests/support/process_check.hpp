@@ -2,9 +2,11 @@
 // Runs a test body in forked processes, one per rank, and collects how
 // each ended: what the shared-memory and fault tests need to kill, stall
 // or lose a rank for real.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -18,8 +20,15 @@ struct outcome {
   std::string text;   // what the process wrote to its pipe
 };
 
+// How long run_processes waits for its children before it kills them: a
+// backstop far above what any case takes (seconds), so that a hang fails
+// that case with every rank's output instead of stalling the whole suite
+// until Meson's timeout kills it silently.
+inline constexpr std::chrono::seconds children_deadline{300};
+
 // Runs body(rank) in n forked processes; each returns an exit code and may
-// write a line to `out`.
+// write a line to `out`. A child still running at children_deadline is
+// killed (SIGKILL: its status says so, and its text ends with a note).
 inline std::vector<outcome> run_processes(int n, const std::function<int(int rank, FILE* out)>& body) {
   std::vector<pid_t> pids(n);
   std::vector<int> fds(n);
@@ -47,11 +56,23 @@ inline std::vector<outcome> run_processes(int n, const std::function<int(int ran
     fds[r] = p[0];
   }
   std::vector<outcome> res(n);
+  std::vector<bool> reaped(n, false);
+  const auto deadline = std::chrono::steady_clock::now() + children_deadline;
   for (int left = n; left > 0;) {  // reap each child as it ends (the texts are short: no pipe fills up)
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid == 0) {
+      if (std::chrono::steady_clock::now() < deadline) {
+        usleep(2000);
+        continue;
+      }
+      for (int r = 0; r < n; ++r)
+        if (!reaped[r]) kill(pids[r], SIGKILL), res[r].text = "[killed by run_processes: still running after 300 s] ";
+      continue;  // reaped below, as killed
+    }
+    if (pid < 0) throw std::runtime_error("waitpid failed");
     for (int r = 0; r < n; ++r)
-      if (pids[r] == pid) res[r].status = status, --left;
+      if (pids[r] == pid) res[r].status = status, reaped[r] = true, --left;
   }
   for (int r = 0; r < n; ++r) {
     char buf[4096];

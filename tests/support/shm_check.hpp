@@ -12,7 +12,7 @@
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/posix.hpp>
 
-#include "../process_check.hpp"
+#include "process_check.hpp"
 
 namespace rt_test {
 

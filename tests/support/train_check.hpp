@@ -10,16 +10,15 @@
 
 #include <ringtree/train/grad_sync.hpp>
 
-#include "../examples/tiny_mlp.hpp"
+#include "examples/tiny_mlp.hpp"
 
-namespace rt_train {
-using namespace ringtree;
+namespace rt_test::train {
 
 // The model's gradient buffer cut per parameter tensor, in parameter order.
 constexpr int global_batch = 24, steps = 5;
 
 // The whole batch on one model: what data parallelism must reproduce.
-std::vector<float> train_alone() {
+inline std::vector<float> train_alone() {
   tiny::mlp m(10, 10, 5, 1);
   std::mt19937 g(99);
   std::vector<float> x, y;
@@ -33,10 +32,10 @@ std::vector<float> train_alone() {
 
 // Rank r trains on its share of the same batches, gradients averaged by grad_sync.
 template <class Comm>
-std::vector<float> train_parallel(Comm& comm, grad_sync_options opt, bool shuffle_ready) {
+std::vector<float> train_parallel(Comm& comm, ringtree::grad_sync_options opt, bool shuffle_ready) {
   const int n = comm.size(), r = comm.rank(), share = global_batch / n;
   tiny::mlp m(10, 10, 5, 1 + 1000 * r);  // different start on each rank (rank 0 as the reference)...
-  grad_sync sync(comm, m.tensors(m.grads), opt);
+  ringtree::grad_sync sync(comm, m.tensors(m.grads), opt);
   sync.broadcast_parameters(m.tensors(m.params), 0);  // ...made equal
   std::mt19937 g(99), order(r);
   std::vector<float> x, y;
@@ -53,4 +52,4 @@ std::vector<float> train_parallel(Comm& comm, grad_sync_options opt, bool shuffl
   return m.params;
 }
 
-}  // namespace rt_train
+}  // namespace rt_test::train

@@ -7,8 +7,7 @@
 
 #include <ringtree/train/pipeline.hpp>
 
-namespace rt_pipe {
-using namespace ringtree;
+namespace rt_test::pipe {
 
 constexpr int width = 6;
 
@@ -63,17 +62,17 @@ inline std::vector<stage> sequential(int stages, int m) {
 
 // Runs stage `s` of `stages` (rank s) and compares its gradients with the
 // sequential run's: "" or the difference.
-template <transport T>
-std::string check(T& t, pipeline_schedule kind, int m) {
+template <ringtree::transport T>
+std::string check(T& t, ringtree::pipeline_schedule kind, int m) {
   const int stages = t.size(), s = t.rank();
   stage me(s, stages, m);
-  stage_link<T> link(t, s > 0 ? s - 1 : -1, s + 1 < stages ? s + 1 : -1);
-  run_pipeline(link, me, kind, s, stages, m);
+  ringtree::stage_link<T> link(t, s > 0 ? s - 1 : -1, s + 1 < stages ? s + 1 : -1);
+  ringtree::run_pipeline(link, me, kind, s, stages, m);
   const auto ref = sequential(stages, m);
   if (me.da != ref[s].da || me.db != ref[s].db)
-    return detail::cat("stage ", s, " of ", stages, ", ", m, " micro-batches, ",
-                       kind == pipeline_schedule::gpipe ? "GPipe" : "1F1B", ": gradients differ from the sequential run");
+    return ringtree::detail::cat("stage ", s, " of ", stages, ", ", m, " micro-batches, ",
+                       kind == ringtree::pipeline_schedule::gpipe ? "GPipe" : "1F1B", ": gradients differ from the sequential run");
   return {};
 }
 
-}  // namespace rt_pipe
+}  // namespace rt_test::pipe

@@ -1,9 +1,9 @@
-// Nothing silent, second round: the seams between the parts (settings that
-// differ across ranks, two communicators on one transport, point to point
-// beside other calls, set-up exchanges that meet another call, uneven
-// all-to-all in checked mode, segments of a killed rank, an unusable
-// cache). Each case once returned wrong numbers, hung, crashed or refused
-// a valid call; the expectations are computed apart from the code.
+// What every rank must agree on, and what happens when they do not:
+// settings that differ across ranks (options, model constants, the
+// environment), checked mode's comparison of the row that runs, set-up
+// exchanges that meet another call, uneven all-to-all in checked mode.
+// Each case once returned wrong numbers, hung, crashed or refused a valid
+// call; the expectations are computed apart from the code.
 #include <doctest/doctest.h>
 
 #include <dirent.h>
@@ -25,7 +25,7 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/shm.hpp>
 
-#include "../process_check.hpp"
+#include "process_check.hpp"
 #include "host_check.hpp"
 #include "shm_check.hpp"
 
@@ -36,31 +36,12 @@ namespace {
 
 using rt_test::has;
 
-// Every rank's error text ("" where it raised nothing), from a world run
-// whose ranks may raise.
-template <class F>
-std::vector<std::string> errors_of(int n, F&& body, std::chrono::duration<double> timeout = rt_test::scaled(20s)) {
-  std::vector<std::string> what(n);
-  local_world world(n, timeout);
-  try {
-    world.run([&](local_transport& t) {
-      try {
-        body(t);
-      } catch (const std::exception& e) {
-        what[t.rank()] = e.what();
-        throw;
-      }
-    });
-  } catch (const std::exception&) {
-  }
-  return what;
-}
-
+using rt_test::errors_of;
 using rt_test::shm_entries;
 
 }  // namespace
 
-TEST_CASE("seams: ranks opened with different settings raise on every rank, naming the setting") {
+TEST_CASE("agreement: ranks opened with different settings raise on every rank, naming the setting") {
   // what once ran ring on one rank and tree on the other: every sum wrong
   auto algo = errors_of(2, [](local_transport& t) {
     communicator comm(t, communicator_options{.algo = t.rank() == 0 ? algorithm::ring : algorithm::tree});
@@ -89,7 +70,7 @@ TEST_CASE("seams: ranks opened with different settings raise on every rank, nami
   for (const auto& w : fine) CHECK_MESSAGE(w.empty(), w);
 }
 
-TEST_CASE("seams: every setting that decides what runs is agreed on, each differing on one rank") {
+TEST_CASE("agreement: every setting that decides what runs is agreed on, each differing on one rank") {
   // The list is the one table the communicator states (settings.hpp): an
   // entry that its word leaves out (say, a cost model constant) raises nothing here.
   const detail::opened_settings base{communicator_options{.model = cost_model{}}, config{}, false};
@@ -119,7 +100,7 @@ TEST_CASE("seams: every setting that decides what runs is agreed on, each differ
   for (const auto& w : model) CHECK_MESSAGE(has(w, "communicator_options::model.alpha (rank 0: none, rank 1: 5e-06)"), w);
 }
 
-TEST_CASE("seams: checked mode compares the row that runs, not the one asked for") {
+TEST_CASE("agreement: checked mode compares the row that runs, not the one asked for") {
   // rank 0 asks for ring, rank 1 for automatic, which the option makes ring: they agree, and the sums are right
   auto same = errors_of(2, [](local_transport& t) {
     communicator comm(t, communicator_options{.checked = true, .algo = algorithm::ring});
@@ -147,81 +128,7 @@ TEST_CASE("seams: checked mode compares the row that runs, not the one asked for
   for (const auto& w : measured) CHECK_MESSAGE(w.empty(), w);
 }
 
-TEST_CASE("seams: a second communicator over one transport is refused; split gives a stream of its own") {
-  auto what = errors_of(2, [](local_transport& t) {
-    communicator first(t);
-    try {
-      communicator second(t);
-      throw error("test", t.rank(), "a second communicator over one transport was made");
-    } catch (const error& e) {
-      if (!has(e.what(), "already has a communicator") || !has(e.what(), "local")) throw;
-    }
-    // a split has channels of its own: asynchronous ring all-reduces on both at once stay right
-    auto other = first.split(0, first.rank());
-    std::vector<std::vector<float>> a(4, std::vector<float>(300000)), b(4, std::vector<float>(300000));
-    std::vector<work> pending;
-    for (int k = 0; k < 4; ++k) {
-      std::fill(a[k].begin(), a[k].end(), float(t.rank() + k));
-      std::fill(b[k].begin(), b[k].end(), float(10 * t.rank() + k));
-      pending.push_back(first.allreduce_async(a[k], op::sum, algorithm::ring));
-      pending.push_back(other.allreduce_async(b[k], op::sum, algorithm::ring));
-    }
-    for (auto& w : pending) w.wait();
-    std::size_t wrong = 0;
-    for (int k = 0; k < 4; ++k)
-      for (std::size_t i = 0; i < a[k].size(); ++i)
-        wrong += (a[k][i] != float(1 + 2 * k)) + (b[k][i] != float(10 + 2 * k));
-    if (wrong != 0) throw error("test", t.rank(), detail::cat(wrong, " wrong elements"));
-  });
-  for (const auto& w : what) CHECK_MESSAGE(w.empty(), w);
-  // once the first is gone, the transport takes a new one
-  auto again = errors_of(2, [](local_transport& t) {
-    { communicator first(t); }
-    communicator second(t);
-    std::vector<int> v(3, 1);
-    second.allreduce(v);
-    if (v[2] != 2) throw error("test", t.rank(), "wrong sum");
-  });
-  for (const auto& w : again) CHECK_MESSAGE(w.empty(), w);
-}
-
-TEST_CASE("seams: point to point moves while other calls are pending and while the caller polls") {
-  auto what = errors_of(3, [](local_transport& t) {
-    communicator comm(t);
-    const int n = comm.size(), r = comm.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
-    // MPI's classic exchange: post the receive, send blocking, then wait
-    std::vector<double> in(200000, -1), out(200000, r);
-    auto q = comm.recv_async(in, left, 1);
-    comm.send(out, right, 1);
-    q.wait();
-    if (in[199999] != left) throw error("test", r, "recv_async + send: wrong data");
-    // an MPI-style polling loop never waits, yet both complete
-    auto s = comm.send_async(out, right, 2);
-    auto g = comm.recv_async(in, left, 2);
-    const auto until = std::chrono::steady_clock::now() + rt_test::scaled(20s);
-    while (!(s.test() && g.test()))
-      if (std::chrono::steady_clock::now() > until) throw error("test", r, "polled send/recv did not complete in 20 s");
-    // a pending send beside a collective on another communicator (as the torch
-    // group keeps collectives and point to point apart)
-    auto coll = comm.split(0, r);
-    std::vector<int> sum(4, 1);
-    if (r == 0) {
-      auto w = comm.send_async(out, 1, 3);
-      coll.allreduce(sum);
-      w.wait();
-    } else if (r == 1) {
-      comm.recv(in, 0, 3);
-      coll.allreduce(sum);
-    } else {
-      coll.allreduce(sum);
-    }
-    if (sum[3] != n) throw error("test", r, "wrong sum");
-    comm.barrier();
-  }, rt_test::scaled(10s));
-  for (const auto& w : what) CHECK_MESSAGE(w.empty(), w);
-}
-
-TEST_CASE("seams: a set-up exchange that meets another call raises on every rank, never crashes") {
+TEST_CASE("agreement: a set-up exchange that meets another call raises on every rank, never crashes") {
   // rank 0's first two_shot maps its staging while rank 1 is a call ahead, in an 8-byte broadcast
   auto calls = errors_of(2, [](local_transport& t) {
     communicator comm(t);
@@ -252,7 +159,7 @@ TEST_CASE("seams: a set-up exchange that meets another call raises on every rank
   }
 }
 
-TEST_CASE("seams: checked mode takes an all-to-all of uneven blocks, and names a pair that disagrees") {
+TEST_CASE("agreement: checked mode takes an all-to-all of uneven blocks, and names a pair that disagrees") {
   for (int n : {2, 3, 4}) {
     CAPTURE(n);
     auto fine = errors_of(n, [n](local_transport& t) {
@@ -312,77 +219,3 @@ TEST_CASE("shm: ranks whose environments differ (RINGTREE_ALGO, RINGTREE_TRACE o
   }
 }
 
-TEST_CASE("shm: a rank killed inside allocate leaves no segment behind") {
-  const std::string name = detail::cat("/ringtree-test-killed-", getpid());
-  constexpr std::size_t bytes = std::size_t{64} << 20;
-  const auto seen_before = shm_entries();
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {  // rank 1, doing what allocate does: map its segment, then wait in the exchange for rank 0
-    try {
-      shm_transport t(name, 1, 2, shm_options{.timeout = rt_test::scaled(20s)});
-      (void)t.map_shared(bytes);
-    } catch (...) {
-    }
-    _exit(0);
-  }
-  shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(20s)});
-  // rank 1's segment, as soon as it exists (rank 1 is still filling it): then kill rank 1 there
-  std::string victim;
-  for (auto until = std::chrono::steady_clock::now() + rt_test::scaled(20s); victim.empty() && std::chrono::steady_clock::now() < until;) {
-    DIR* d = opendir("/dev/shm");
-    while (const dirent* e = d != nullptr ? readdir(d) : nullptr) {
-      struct stat st {};
-      const std::string n = e->d_name;
-      if (n.rfind("ringtree-", 0) == 0 && has(n, detail::cat("-", child, "-")) && !seen_before.count(n) &&
-          fstatat(dirfd(d), e->d_name, &st, 0) == 0 && std::size_t(st.st_size) >= bytes)
-        victim = n;
-    }
-    if (d != nullptr) closedir(d);
-    if (victim.empty()) std::this_thread::sleep_for(100us);
-  }
-  kill(child, SIGKILL);
-  int status = 0;
-  waitpid(child, &status, 0);
-  REQUIRE_MESSAGE(!victim.empty(), "rank 1 made no segment of its own");
-  CHECK(WIFSIGNALED(status));
-  // rank 0 goes on into allocate: it raises, naming rank 1, and nothing of rank 1's is left
-  std::string what;
-  try {
-    (void)t.map_shared(bytes);
-  } catch (const error& e) {
-    what = e.what();
-  }
-  CHECK_MESSAGE(has(what, "rank 1"), what);
-  CHECK_MESSAGE(access(("/dev/shm/" + victim).c_str(), F_OK) != 0, "left in /dev/shm: " << victim);
-  // and its name says whose it was, so that any later run can tell it stale
-  CHECK_MESSAGE(has(victim, detail::cat("-", child, "-")), victim);
-}
-
-TEST_CASE("shm: a rank that times out on a peer stuck behind another rank names that one") {
-  // rank 2 waits on rank 0, which waits on rank 1, which stalls: rank 2
-  // names rank 1 (it once named rank 0, innocent), whoever times out first
-  const std::string name = detail::cat("/ringtree-test-chain-", getpid());
-  auto res = rt_test::run_processes(3, [&](int rank, FILE* out) {
-    shm_transport t(name, rank, 3, shm_options{.timeout = 1.5s});
-    if (rank == 1) {
-      std::this_thread::sleep_for(4s);
-      return 0;
-    }
-    std::uint64_t x = 0;
-    try {
-      auto q = t.irecv(rank == 0 ? 1 : 0, std::as_writable_bytes(std::span(&x, 1)));
-      t.wait(q);
-      std::fprintf(out, "no error");
-    } catch (const timeout_error& e) {
-      std::fprintf(out, "peer %d: %s", e.peer(), e.what());
-    } catch (const error& e) {
-      std::fprintf(out, "not a timeout: %s", e.what());
-    }
-    return 0;
-  });
-  CHECK_MESSAGE(has(res[0].text, "peer 1: "), res[0].text);
-  CHECK_MESSAGE(has(res[2].text, "peer 1: "), res[2].text);
-  CHECK_MESSAGE(has(res[2].text, "for rank 1"), res[2].text);
-}
