@@ -9,8 +9,9 @@
 #       own renderer (ringtree-trace --print-renderer) under Node.js
 #   <!-- page: pages/NAME.html = ringtree-trace ARGS -->
 #       the interactive page itself (ringtree-trace --html)
-# docs/errors.md's generated lists (the algorithm names) come the same way.
-# Usage: docs/figures.sh BUILD_DIR [FILE]   rewrites FILE (default: docs/algorithms.md and docs/errors.md)
+# docs/errors.md's generated lists (the algorithm names) come the same way,
+# and so do README.md's tables of the algorithms and the RINGTREE_* variables.
+# Usage: docs/figures.sh BUILD_DIR [FILE]   rewrites FILE (default: docs/algorithms.md, docs/errors.md, README.md)
 #                                            and its figures and pages
 #        docs/figures.sh BUILD_DIR --check  fails if any of them is not up to date
 set -eu
@@ -18,7 +19,7 @@ build=${1:?build dir}
 docs=$(cd "$(dirname "$0")" && pwd)
 check=0
 [ "${2:-}" = --check ] && check=1
-files=("$docs/algorithms.md" "$docs/errors.md")
+files=("$docs/algorithms.md" "$docs/errors.md" "$docs/../README.md")
 [ -n "${2:-}" ] && [ "$2" != --check ] && files=("$2")
 out=$(mktemp)
 work=$(mktemp -d)
@@ -79,6 +80,6 @@ else
 fi
 done
 if [ $check = 1 ]; then
-  [ $stale = 0 ] || { echo "docs/algorithms.md, docs/errors.md or the figures are out of date: run docs/figures.sh $build"; exit 1; }
-  echo "docs/algorithms.md and docs/errors.md: generated parts up to date"
+  [ $stale = 0 ] || { echo "docs/algorithms.md, docs/errors.md, README.md or the figures are out of date: run docs/figures.sh $build"; exit 1; }
+  echo "docs/algorithms.md, docs/errors.md and README.md: generated parts up to date"
 fi

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <ringtree/core/config.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/reduce.hpp>
@@ -83,7 +84,7 @@ Sizes are bytes of the whole buffer, as in nccl-tests: for allgather,
 reduce_scatter, scatter and gather that is all ranks' blocks together.
 Example:
   mpirun -np 2 ringtree-perf -b 8 -e 64M -a ring,tree,automatic,mpi --plot busbw.png
-)";
+)" + ringtree::detail::environment_help();
 }
 
 inline options parse(int argc, const char* const* argv) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/core/config.hpp>
 #include <ringtree/tuning/cost_model.hpp>
 
 #include "cli.hpp"
@@ -39,9 +40,12 @@ std::string help() {
          "  --per-host L       every rank count is hosts of L ranks; alpha, beta are within a host and\n"
          "  --net-alpha-us US, --net-gbps G   these between hosts (default: as within)\n"
          "  --algorithm-names  print every algorithm's name (what RINGTREE_ALGO takes), then exit\n"
+         "  --algorithm-table  print the algorithm table (collective, algorithm, what it does) as Markdown, then exit\n"
+         "  --variables        print every RINGTREE_* variable (name, default, meaning) as Markdown, then exit\n"
          "  -h, --help         this text\n"
          "Example:\n"
-         "  ringtree-model --collective allreduce --ranks 8,1024 --sizes 64K,256M --alpha-us 3 --gbps 100\n";
+         "  ringtree-model --collective allreduce --ranks 8,1024 --sizes 64K,256M --alpha-us 3 --gbps 100\n" +
+         detail::environment_help();
 }
 
 std::string human_time(double s) {
@@ -69,6 +73,20 @@ int main(int argc, char** argv) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") {
       std::printf("%s", help().c_str());
+      return 0;
+    }
+    if (f == "--algorithm-table") {  // (README's table is this one)
+      std::printf("| collective | algorithm | what it does |\n|---|---|---|\n");
+      for (collective k : all_collectives)
+        for (const auto& r : detail::rows)
+          if (r.what == k)
+            std::printf("| %s | `%s` | %s |\n", std::string(to_string(k)).c_str(), std::string(r.name).c_str(),
+                        std::string(r.about).c_str());
+      return 0;
+    }
+    if (f == "--variables") {  // (README's table is this one)
+      std::printf("| variable | default | meaning |\n|---|---|---|\n");
+      for (const auto& v : env_variables) std::printf("| `%s` | %s | %s |\n", v.name, v.fallback, v.meaning);
       return 0;
     }
     if (f == "--algorithm-names") {  // (docs/errors.md's list is this line)

@@ -56,7 +56,8 @@ std::string help() {
          "  --html-count M            elements per rank (per block) on the page, 0 to 64 (default 8)\n"
          "  -h, --help                this text\n"
          "Example:\n"
-         "  ringtree-sim --hosts 128 --per-host 8 --net-gbps 100 --net-alpha-us 5 -a ring,hierarchical,automatic -b 1M -e 1G\n";
+         "  ringtree-sim --hosts 128 --per-host 8 --net-gbps 100 --net-alpha-us 5 -a ring,hierarchical,automatic -b 1M -e 1G\n" +
+         detail::environment_help();
 }
 
 }  // namespace

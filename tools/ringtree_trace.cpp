@@ -1,5 +1,5 @@
 // ringtree-trace: watch a collective move data, step by step, on threads
-// (ringtree/trace/teach.hpp). The text view prints every step's messages and
+// (ringtree/teach/watch.hpp). The text view prints every step's messages and
 // every rank's buffer after it; --diagram a table of the messages (the
 // figures of docs/algorithms.md); --html an interactive page; --json the
 // story behind it; --chrome the run for ui.perfetto.dev.
@@ -52,7 +52,8 @@ std::string help() {
          "  --chrome FILE.json the run as a Chrome trace, for ui.perfetto.dev\n"
          "  -h, --help         this text\n"
          "Example:\n"
-         "  ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 --html ring.html\n";
+         "  ringtree-trace --collective allreduce --algo ring --ranks 4 --count 8 --html ring.html\n" +
+         detail::environment_help();
 }
 
 args parse(int argc, char** argv) {

@@ -1,6 +1,6 @@
 #pragma once
 // communicator<Transport>: the front door. Each call checks its arguments,
-// picks an algorithm (the caller's, or the tuner's for automatic), runs it
+// picks an algorithm (the caller's, or automatic's choice), runs it
 // over the transport and finishes avg. Bad arguments raise ringtree::error
 // before any message is sent, so the communicator stays usable.
 //
@@ -24,7 +24,8 @@
 // (automatic), staging.hpp (shared memory), p2p.hpp (point to point),
 // collectives.hpp (the collectives' bodies), options.hpp (what it is
 // opened with), settings.hpp (the settings every rank must share), open.hpp
-// (opening: one communicator per transport, settings agreed, tracing).
+// (opening: one communicator per transport, settings agreed, tracing),
+// async.hpp and work.hpp (asynchronous calls and the progress engine).
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -26,11 +26,14 @@ namespace ringtree::mpi_layer {
 const settings& the_settings() {
   static const settings s = [] {
     settings s;
-    auto flag = [](const char* name, bool dflt) {
-      const char* v = std::getenv(name);
-      if (!v || !*v) return dflt;
-      if (std::strcmp(v, "0") && std::strcmp(v, "1")) bad_setting(name, v, "0 or 1");
-      return *v == '1';
+    auto flag = [](const char* name, bool dflt) {  // config's reading of 0 or 1, with the layer's way to fail
+      const char* v = config::get(name);
+      if (v == nullptr) return dflt;
+      try {
+        return config::parse_flag(name, v);
+      } catch (const error&) {
+        bad_setting(name, v, "0 or 1");
+      }
     };
     s.enabled = flag("RINGTREE_MPI", true);
     s.log = flag("RINGTREE_MPI_LOG", false);
@@ -83,7 +86,8 @@ int delete_info(MPI_Comm comm, int, void* value, void*) {
 // 5 minutes, so that a rank busy (checkpointing, say) before a collective
 // is not taken for a dead one.
 std::chrono::duration<double> layer_timeout() {
-  return std::getenv("RINGTREE_TIMEOUT") ? config::from_env().timeout : std::chrono::hours(1);
+  const char* v = config::get("RINGTREE_TIMEOUT");
+  return v != nullptr ? config::parse_timeout(v) : std::chrono::hours(1);
 }
 cluster_options layer_options() {
   cluster_options o;

@@ -46,8 +46,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 3: {
         ::setenv("RINGTREE_ALGO", parts[0].c_str(), 1);
-        const auto a = detail::env_algorithm(config::from_env().algo);
-        FUZZ_CHECK(!(a && to_string(*a) != parts[0]));  // only exact names
+        const auto spec = config::from_env().algo;
+        const auto a = detail::env_algorithms(spec);
+        if (spec.find(':') == std::string::npos)  // one name: only exact names, for every collective alike
+          for (const auto& x : a) FUZZ_CHECK(!(x && to_string(*x) != parts[0]));
+        for (std::size_t i = 0; i < a.size(); ++i)  // per collective: only algorithms that collective has
+          FUZZ_CHECK(!(spec.find(':') != std::string::npos && a[i] && !detail::offers(all_collectives[i], *a[i])));
+        if (spec.find(':') != std::string::npos) {  // the word the ranks compare says the same choices back
+          const std::string shown = detail::show_env_algorithms(detail::env_algorithms_word(a));
+          FUZZ_CHECK(!(detail::env_algorithms(shown == "none" ? std::string() : shown) != a));
+        }
         break;
       }
       case 4: {

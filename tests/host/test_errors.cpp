@@ -272,3 +272,43 @@ TEST_CASE("RINGTREE_ALGO replaces automatic where offered; an explicit algorithm
   CHECK(first_message(algorithm::ring, algorithm::automatic) == 16);  // options in code beat the environment
   unsetenv("RINGTREE_ALGO");
 }
+
+TEST_CASE("RINGTREE_ALGO takes one algorithm per collective; the others stay automatic; bad specs are refused") {
+  auto chosen = [](const char* spec) {
+    setenv("RINGTREE_ALGO", spec, 1);
+    std::vector<algorithm> got;
+    local_world(4).run([&](local_transport& t) {
+      communicator comm(t);
+      const auto a = comm.choose(collective::allreduce, 1024), b = comm.choose(collective::broadcast, 1024),
+                 r = comm.choose(collective::reduce, 1024);
+      if (t.rank() == 0) got = {a, b, r};
+    });
+    unsetenv("RINGTREE_ALGO");
+    return got;
+  };
+  const char* tune = std::getenv("RINGTREE_TUNE");
+  const std::string was = tune ? tune : "";
+  setenv("RINGTREE_TUNE", "0", 1);  // automatic by the model: the same choice every run
+  const auto plain = chosen("");
+  const auto picked = chosen("allreduce:rabenseifner;broadcast:binomial");
+  REQUIRE(picked.size() == 3);
+  CHECK(picked[0] == algorithm::rabenseifner);
+  CHECK(picked[1] == algorithm::binomial);
+  CHECK(picked[2] == plain[2]);  // reduce was not named: automatic, as without the variable
+  CHECK(chosen(";reduce:tree;")[2] == algorithm::tree);  // empty items are skipped
+  if (was.empty()) unsetenv("RINGTREE_TUNE");
+  else setenv("RINGTREE_TUNE", was.c_str(), 1);
+  for (const auto& [spec, says] : std::vector<std::pair<const char*, const char*>>{
+           {"allreduc:ring", "unknown collective 'allreduc'"},
+           {"allreduce:magic", "unknown algorithm 'magic'"},
+           {"allreduce:ring;allreduce:tree", "'allreduce' is named twice"},
+           {"broadcast:rabenseifner", "broadcast has no algorithm 'rabenseifner' (its algorithms: ring, tree"},
+           {"allreduce:ring;tree", "'tree' in 'allreduce:ring;tree' names no collective"}}) {
+    CAPTURE(spec);
+    setenv("RINGTREE_ALGO", spec, 1);
+    local_world(1).run([&](local_transport& t) {
+      CHECK_THROWS_WITH_AS((void)communicator<local_transport>(t), doctest::Contains(says), error);
+    });
+    unsetenv("RINGTREE_ALGO");
+  }
+}

@@ -258,6 +258,27 @@ TEST_CASE("a Chrome trace is valid JSON with one send and one receive event per 
   CHECK_THROWS(broken.parse());  // the checker itself can fail
 }
 
+TEST_CASE("a Chrome trace's labels are escaped: quotes, control characters and </script> stay inside the string") {
+  trace_recorder rec(2);
+  local_world(2).run([&](local_transport& t) {
+    traced_transport<local_transport> tt(t, rec);
+    communicator comm(tt, fixed_options());
+    std::vector<int> v(4, 1);
+    comm.allreduce(v);
+  });
+  std::ostringstream os;
+  os << "{\"traceEvents\": [\n";
+  bool first = true;
+  rec.write_chrome_events(os, 7, first, "a \"quoted\" \\ label\n\t</script>");
+  os << "\n]}";
+  const std::string json = os.str();
+  rt_test::json_reader r(json);
+  CHECK_NOTHROW(r.parse());
+  CHECK(json.find("</script>") == std::string::npos);
+  CHECK(json.find("\\\"quoted\\\"") != std::string::npos);
+  CHECK(detail::json_quoted("x\x01<") == "\"x\\u0001\\u003c\"");
+}
+
 TEST_CASE("steps whose messages pass the knee are counted per algorithm") {
   const cost_model m = model(1e-6, 0, 0, "knee at 4 KiB", 4096, 1e-6);
   const tuner t8(8, m);

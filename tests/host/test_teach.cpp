@@ -1,4 +1,4 @@
-// The stories ringtree-trace tells (trace/teach.hpp): every rank's buffer after
+// The stories ringtree-trace tells (teach/watch.hpp): every rank's buffer after
 // every step, exactly, against hand-worked expectations; the messages; the
 // cost terms; and the Chrome trace's clock.
 #include <doctest/doctest.h>

@@ -8,7 +8,7 @@
 #     includes every header it needs.
 # Compiled with g++ -std=c++20 -fsyntax-only -Wall -Wextra -Iinclude (but no
 # unused-variable warnings: a fragment may name what it does not use; warnings
-# are shown, not fatal); blocks that include an MPI header (mpi.hpp,
+# are shown, not fatal); blocks that include an MPI header (<ringtree/mpi.hpp>, transport/mpi.hpp,
 # shm_mpi.hpp, cluster.hpp, <mpi.h>) get MPI's flags as ringtree-mpi gives them; blocks that
 # include cuda_ipc.hpp or <cuda_runtime.h> are compiled by nvcc (-c), or skipped
 # with a message without it. Two compiles at a time, niced.
@@ -37,7 +37,7 @@ if cur is not None:
 for start, body in blocks:
     text = '\n'.join(body)
     cuda = re.search(r'#\s*include\s*[<"](ringtree/transport/cuda_ipc\.hpp|cuda_runtime\.h)[>"]', text)
-    mpi = re.search(r'#\s*include\s*[<"](ringtree/transport/(mpi|shm_mpi|cluster)\.hpp|mpi\.h)[>"]', text)
+    mpi = re.search(r'#\s*include\s*[<"](ringtree/(mpi|transport/(mpi|shm_mpi|cluster))\.hpp|mpi\.h)[>"]', text)
     if re.search(r'\bint\s+main\s*\(', text):
         tu = f'// README.md:{start}, as written\n#line {start + 1} "README.md"\n{text}\n'
     else:

@@ -51,6 +51,7 @@ void alltoall(T& t, std::span<const E> in, std::span<E> out) {
 // The row of the algorithm table (table.hpp). Its bytes are one rank's
 // whole input: n-1 of its n blocks leave, one message per step.
 struct alltoall_row : detail::row<collective::alltoall, algorithm::pairwise> {
+  static constexpr std::string_view about = "n-1 rounds; in round k rank r sends to r+k and receives from r-k (blocks of any size)";
   static constexpr std::string_view name = "pairwise";
   static constexpr cost_counts counts(const shape& s, double bytes) noexcept {
     const double moved = s.n > 1 ? bytes * (s.n - 1) / s.n : 0;

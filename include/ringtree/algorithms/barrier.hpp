@@ -18,6 +18,7 @@ void barrier(T& t) {
 
 // The row of the algorithm table (table.hpp): a 1-byte token per round.
 struct barrier_row : detail::row<collective::barrier, algorithm::dissemination> {
+  static constexpr std::string_view about = "log2 n rounds; in round k each rank signals the rank 2^k ahead";
   static constexpr std::string_view name = "dissemination";
   static constexpr cost_counts counts(const shape& s, double) noexcept { return {double(s.lc), double(s.lc), 0, 0}; }
   template <transport T>

@@ -262,6 +262,7 @@ struct direct_row : detail::row<C, algorithm::direct> {
 };
 
 struct allreduce_row : detail::row<collective::allreduce, algorithm::two_shot> {
+  static constexpr std::string_view about = "symmetric memory: each rank reduces its block from every peer's buffer, then copies the others' reduced blocks";
   static constexpr std::string_view name = "two_shot";
   static constexpr bool direct = true, window_only = true, streams = true;
   static constexpr bool offered(const placement& p) noexcept { return p.symmetric || p.staging; }
@@ -276,6 +277,7 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::two_shot> {
   }
 };
 struct broadcast_row : direct_row<collective::broadcast> {
+  static constexpr std::string_view about = "symmetric memory (or staged): every rank copies from the root's buffer";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
@@ -286,6 +288,7 @@ struct broadcast_row : direct_row<collective::broadcast> {
 };
 // Reduce: staged only (a reduce's buffers are never symmetric).
 struct reduce_row : direct_row<collective::reduce> {
+  static constexpr std::string_view about = "staged: the root reads and reduces every rank's staged copy";
   static constexpr bool offered(const placement& p) noexcept { return p.bytes <= p.stage_bytes; }
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(1, (s.n - 1) * B, (s.n - 1) * B, B); }
   template <class W, class E>
@@ -294,12 +297,14 @@ struct reduce_row : direct_row<collective::reduce> {
 };
 // Scatter stages nothing: its ranks pass inputs of different sizes.
 struct scatter_row : direct_row<collective::scatter, false> {
+  static constexpr std::string_view about = "symmetric memory: every rank copies its block from the root's buffer";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
   static void run(W& w, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { scatter(w, in, out, root); }
 };
 struct gather_row : direct_row<collective::gather> {
+  static constexpr std::string_view about = "symmetric memory (or staged): the root copies every rank's block";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(2, (s.n - 1) * B, 0, B); }
   template <class W, class E>
     requires(!transport<W>)
@@ -310,6 +315,7 @@ struct gather_row : direct_row<collective::gather> {
 };
 // (the call's bytes are one block; the window's span is all n, which must fit)
 struct allgather_row : direct_row<collective::allgather> {
+  static constexpr std::string_view about = "symmetric memory (or staged): every rank copies every peer's block";
   static constexpr bool offered(const placement& p) noexcept {
     return p.symmetric || p.bytes <= p.stage_bytes / static_cast<std::size_t>(std::max(1, p.ranks));
   }
@@ -326,6 +332,7 @@ struct allgather_row : direct_row<collective::allgather> {
 // runs blocks of different sizes pairwise: ranks could not agree on
 // whether their inputs fit).
 struct alltoall_row : direct_row<collective::alltoall> {
+  static constexpr std::string_view about = "staged: every rank copies its block from every peer's staged input";
   static constexpr bool offered(const placement& p) noexcept { return p.bytes <= p.stage_bytes; }
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(1, (s.n - 1) * B / s.n, 0, B / s.n); }
   template <class W, class E>
@@ -336,6 +343,7 @@ struct alltoall_row : direct_row<collective::alltoall> {
   }
 };
 struct reduce_scatter_row : direct_row<collective::reduce_scatter> {
+  static constexpr std::string_view about = "symmetric memory (or staged): each rank reduces its block from every peer's buffer";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     return s.uniform(2, (s.n - 1) * B / s.n, (s.n - 1) * B / s.n, B / s.n);
   }

@@ -279,6 +279,7 @@ constexpr bool spans_hosts(const placement& p) noexcept {
 }  // namespace slicing
 
 struct allreduce_row : ringtree::detail::row<collective::allreduce, algorithm::hierarchical> {
+  static constexpr std::string_view about = "across hosts: reduce-scatter within each host, a ring all-reduce of each slice across hosts (every rank of a host at once), all-gather within";
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
   static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
@@ -296,6 +297,7 @@ struct allreduce_row : ringtree::detail::row<collective::allreduce, algorithm::h
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
 };
 struct broadcast_row : ringtree::detail::row<collective::broadcast, algorithm::hierarchical> {
+  static constexpr std::string_view about = "across hosts: the root hands slice i to its host's rank i, which broadcasts it across hosts (binomial), then every host all-gathers the slices";
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
   static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
@@ -312,6 +314,7 @@ struct broadcast_row : ringtree::detail::row<collective::broadcast, algorithm::h
   static void run(T& t, const chunk_sizes&, std::span<E> data, int root) { broadcast(t, data, root); }
 };
 struct reduce_row : ringtree::detail::row<collective::reduce, algorithm::hierarchical> {
+  static constexpr std::string_view about = "across hosts: reduce-scatter within every host, a ring reduce of each slice to the root's host, then the root gathers its host's slices";
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
   static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
@@ -329,6 +332,7 @@ struct reduce_row : ringtree::detail::row<collective::reduce, algorithm::hierarc
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o, int root) { reduce(t, data, o, root, c); }
 };
 struct allgather_row : ringtree::detail::row<collective::allgather, algorithm::hierarchical> {
+  static constexpr std::string_view about = "across hosts: the host's own blocks within it, each rank's slice of every host's across hosts, then within again";
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
   static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }
@@ -345,6 +349,7 @@ struct allgather_row : ringtree::detail::row<collective::allgather, algorithm::h
   static void run(T& t, const chunk_sizes&, std::span<E> data) { allgather(t, data); }
 };
 struct reduce_scatter_row : ringtree::detail::row<collective::reduce_scatter, algorithm::hierarchical> {
+  static constexpr std::string_view about = "across hosts: the same three phases as all-gather, reducing: within the host, across hosts by slices, within again";
   static constexpr std::string_view name = "hierarchical";
   static constexpr bool across_hosts = true;
   static constexpr bool offered(const placement& p) noexcept { return slicing::spans_hosts(p); }

@@ -41,6 +41,7 @@ void allreduce(T& t, std::span<E> data, op o) {
 // capacity the peers read a staged copy, on any memory; beyond it, on
 // symmetric memory, they read the buffers themselves (direct.hpp).
 struct allreduce_row : detail::row<collective::allreduce, algorithm::one_shot> {
+  static constexpr std::string_view about = "symmetric memory: each rank reads every peer's whole buffer and reduces it (small buffers)";
   static constexpr std::string_view name = "one_shot";
   static constexpr bool direct = true, stages = true;
   static constexpr std::size_t max_received_bytes = std::size_t{64} << 20;

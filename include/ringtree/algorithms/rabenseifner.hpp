@@ -59,6 +59,7 @@ void allreduce(T& t, std::span<E> data, op o, const chunk_sizes& chunks = {}) {
 // The row of the algorithm table (table.hpp). Its messages halve each
 // round (in chunks), and whole buffers fold the extra ranks in and out.
 struct allreduce_row : detail::row<collective::allreduce, algorithm::rabenseifner> {
+  static constexpr std::string_view about = "recursive halving (reduce-scatter) then recursive doubling (all-gather): 2 log2 n steps, bandwidth-optimal";
   static constexpr std::string_view name = "rabenseifner";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double p = s.p, odd = s.odd;

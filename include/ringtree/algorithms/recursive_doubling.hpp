@@ -42,6 +42,7 @@ void allreduce(T& t, std::span<E> data, op o) {
 // the folded ranks reach into the upper half of the p, whose chains it
 // then extends.
 struct allreduce_row : detail::row<collective::allreduce, algorithm::recursive_doubling> {
+  static constexpr std::string_view about = "log2 n exchanges of the whole buffer with partners 1, 2, 4, ... apart (fewest steps, small buffers)";
   static constexpr std::string_view name = "recursive_doubling";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double rounds = s.lf + s.odd;

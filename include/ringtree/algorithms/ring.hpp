@@ -110,6 +110,7 @@ void reduce(T& t, std::span<E> data, op o, int root, const chunk_sizes& chunks =
 // Rows of the algorithm table (table.hpp): what each collective's ring
 // costs, and how it runs.
 struct allreduce_row : detail::row<collective::allreduce, algorithm::ring> {
+  static constexpr std::string_view about = "reduce-scatter then all-gather around a ring, in pipelined chunks: each rank sends 2(n-1)/n of the buffer (bandwidth-optimal)";
   static constexpr std::string_view name = "ring";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double n = s.n;
@@ -119,6 +120,7 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::ring> {
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
 };
 struct broadcast_row : detail::row<collective::broadcast, algorithm::ring> {
+  static constexpr std::string_view about = "a pipelined chain from the root: chunks flow down n-1 links at once";
   static constexpr std::string_view name = "ring";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     return s.uniform(s.n - 1, B, 0, std::min(B, double(s.chunks.chain_chunk_bytes)));
@@ -127,6 +129,7 @@ struct broadcast_row : detail::row<collective::broadcast, algorithm::ring> {
   static void run(T& t, const chunk_sizes& c, std::span<E> data, int root) { broadcast(t, data, root, c); }
 };
 struct reduce_row : detail::row<collective::reduce, algorithm::ring> {
+  static constexpr std::string_view about = "a pipelined chain toward the root, each rank adding its part to the chunks that pass";
   static constexpr std::string_view name = "ring";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {  // the root receives every block
     const double n = s.n;
@@ -136,6 +139,7 @@ struct reduce_row : detail::row<collective::reduce, algorithm::ring> {
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o, int root) { reduce(t, data, o, root, c); }
 };
 struct reduce_scatter_row : detail::row<collective::reduce_scatter, algorithm::ring> {
+  static constexpr std::string_view about = "n-1 steps around a ring; each rank ends with its block reduced over all ranks";
   static constexpr std::string_view name = "ring";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double n = s.n;
@@ -145,6 +149,7 @@ struct reduce_scatter_row : detail::row<collective::reduce_scatter, algorithm::r
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { reduce_scatter(t, data, o, c); }
 };
 struct allgather_row : detail::row<collective::allgather, algorithm::ring> {
+  static constexpr std::string_view about = "n-1 steps around a ring, each rank passing on the block it received last";
   static constexpr std::string_view name = "ring";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(s.n - 1, (s.n - 1) * B, 0, B); }
   template <transport T, class E>

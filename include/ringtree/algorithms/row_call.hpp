@@ -1,7 +1,7 @@
 #pragma once
 // One call of a row of the algorithm table (table.hpp) on a transport, on
 // a rank's working buffers, without a communicator around it: what
-// teaching (trace/teach.hpp) and the simulator (sim/) run. The row works
+// teaching (teach/watch.hpp) and the simulator (sim/) run. The row works
 // in the buffers themselves, as the communicator runs it without the
 // copies around it: reduce_scatter leaves rank r's block r of `data`
 // reduced; allgather starts from rank r's own block r in place.

@@ -71,12 +71,14 @@ void gather(T& t, std::span<const E> in, std::span<E> out, int root) {
 // Rows of the algorithm table (table.hpp): the root sends (receives)
 // every other rank's block.
 struct scatter_row : detail::row<collective::scatter, algorithm::linear> {
+  static constexpr std::string_view about = "the root sends every rank its block directly";
   static constexpr std::string_view name = "linear";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(1, (s.n - 1) * B, 0, B); }
   template <transport T, class E>
   static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { scatter(t, in, out, root); }
 };
 struct gather_row : detail::row<collective::gather, algorithm::linear> {
+  static constexpr std::string_view about = "every rank sends its block directly to the root";
   static constexpr std::string_view name = "linear";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return scatter_row::counts(s, B); }
   template <transport T, class E>
@@ -138,6 +140,7 @@ void gather(T& t, std::span<const E> in, std::span<E> out, int root) {
 // Rows of the algorithm table (table.hpp): subtrees of 1, 2, 4, ... blocks
 // travel in the rounds.
 struct scatter_row : detail::row<collective::scatter, algorithm::binomial> {
+  static constexpr std::string_view about = "binomial tree: each level hands half of its blocks down, log2 n rounds";
   static constexpr std::string_view name = "binomial";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     cost_counts k{double(s.lf), (s.n - 1) * B, 0, 0};
@@ -148,6 +151,7 @@ struct scatter_row : detail::row<collective::scatter, algorithm::binomial> {
   static void run(T& t, const chunk_sizes&, std::span<const E> in, std::span<E> out, int root) { scatter(t, in, out, root); }
 };
 struct gather_row : detail::row<collective::gather, algorithm::binomial> {
+  static constexpr std::string_view about = "binomial tree: blocks are gathered up in log2 n rounds";
   static constexpr std::string_view name = "binomial";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return scatter_row::counts(s, B); }
   template <transport T, class E>

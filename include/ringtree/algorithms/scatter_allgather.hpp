@@ -29,6 +29,7 @@ void broadcast(T& t, std::span<E> data, int root) {
 
 // The row of the algorithm table (table.hpp).
 struct broadcast_row : detail::row<collective::broadcast, algorithm::scatter_allgather> {
+  static constexpr std::string_view about = "the root scatters the buffer in blocks, then a ring all-gather (large broadcasts)";
   static constexpr std::string_view name = "scatter_allgather";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     return s.uniform(s.n, 2 * (s.n - 1.0) / s.n * B, 0, B / s.n);

@@ -7,8 +7,9 @@
 // (communicator.hpp), the cost model (tuning/cost_model.hpp), the docs tables
 // (ringtree-model --table) and the count tests.
 //
-// Adding an algorithm: write its file with its row, add the row here (and
-// its name to the enum in vocabulary.hpp).
+// Adding an algorithm: write its file with its row (its name, a one-line
+// `about`, where it is offered, its counts, run), add the row here (and its
+// name to the enum in vocabulary.hpp).
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -76,7 +77,7 @@ decltype(auto) with_collective(collective c, F&& f) {
 // call's input `in` and its buffer `data` (the in-place one; for scatter
 // and gather the whole or the block, whichever the rank receives into):
 // calls f(args...). One place knows each row's argument list; measuring
-// (communicator/chooser.hpp) and teaching (trace/teach.hpp) both call rows
+// (communicator/chooser.hpp) and teaching (teach/watch.hpp) both call rows
 // through it. `counts` holds an all-to-all's equal block sizes.
 template <collective C, class E, class F>
 void with_row_arguments(std::span<const E> in, std::span<E> data, op o, int root, std::span<const std::size_t> counts, F&& f) {
@@ -109,6 +110,7 @@ struct row_info {
   collective what;
   algorithm id;
   std::string_view name;
+  std::string_view about;  // what it does, in one line (README's algorithm table: ringtree-model --algorithm-table)
   bool (*offered)(const placement&) noexcept;
   cost_counts (*counts)(const shape&, double) noexcept;
   bool direct;          // runs on symmetric memory by direct reads
@@ -120,7 +122,7 @@ struct row_info {
 };
 template <class... Rows>
 constexpr auto infos(row_list<Rows...>) {
-  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::stages, Rows::streams, Rows::across_hosts, Rows::net_bytes}...};
+  return std::array<row_info, sizeof...(Rows)>{row_info{Rows::what, Rows::id, Rows::name, Rows::about, &Rows::offered, &Rows::counts, Rows::direct, Rows::window_only, Rows::stages, Rows::streams, Rows::across_hosts, Rows::net_bytes}...};
 }
 inline constexpr auto rows = infos(algorithm_table{});
 

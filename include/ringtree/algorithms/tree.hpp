@@ -186,6 +186,7 @@ void binomial_reduce(T& t, std::span<E> data, op o, int root) {
 
 // Rows of the algorithm table (table.hpp).
 struct allreduce_row : detail::row<collective::allreduce, algorithm::tree> {
+  static constexpr std::string_view about = "double binary tree (as NCCL's): reduce up and broadcast down two trees that split the buffer, pipelined";
   static constexpr std::string_view name = "tree";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double chunk = double(s.chunks.tree_chunk_bytes);
@@ -200,6 +201,7 @@ struct allreduce_row : detail::row<collective::allreduce, algorithm::tree> {
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o) { allreduce(t, data, o, c); }
 };
 struct broadcast_row : detail::row<collective::broadcast, algorithm::tree> {
+  static constexpr std::string_view about = "pipelined binary tree from the root: log2 n depth, chunks in flight";
   static constexpr std::string_view name = "tree";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     return s.uniform(s.lf, (s.n > 2 ? 2 : 1) * B, 0, std::min(B, double(s.chunks.tree_chunk_bytes)));
@@ -208,6 +210,7 @@ struct broadcast_row : detail::row<collective::broadcast, algorithm::tree> {
   static void run(T& t, const chunk_sizes& c, std::span<E> data, int root) { broadcast(t, data, root, c); }
 };
 struct reduce_row : detail::row<collective::reduce, algorithm::tree> {
+  static constexpr std::string_view about = "pipelined binary tree toward the root";
   static constexpr std::string_view name = "tree";
   static constexpr cost_counts counts(const shape& s, double B) noexcept {
     const double k = s.n > 2 ? 2 : 1;
@@ -217,12 +220,14 @@ struct reduce_row : detail::row<collective::reduce, algorithm::tree> {
   static void run(T& t, const chunk_sizes& c, std::span<E> data, op o, int root) { reduce(t, data, o, root, c); }
 };
 struct binomial_broadcast_row : detail::row<collective::broadcast, algorithm::binomial> {
+  static constexpr std::string_view about = "binomial tree: log2 n rounds of the whole message (small messages)";
   static constexpr std::string_view name = "binomial";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(s.lf, s.lc * B, 0, B); }
   template <transport T, class E>
   static void run(T& t, const chunk_sizes&, std::span<E> data, int root) { binomial_broadcast(t, data, root); }
 };
 struct binomial_reduce_row : detail::row<collective::reduce, algorithm::binomial> {
+  static constexpr std::string_view about = "binomial tree toward the root: log2 n rounds of the whole message (small messages)";
   static constexpr std::string_view name = "binomial";
   static constexpr cost_counts counts(const shape& s, double B) noexcept { return s.uniform(s.lf, s.lc * B, s.lc * B, B); }
   template <transport T, class E>

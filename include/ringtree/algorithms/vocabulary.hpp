@@ -52,7 +52,7 @@ struct cost_counts {
 // Where a call would run: what decides whether a row is offered.
 struct placement {
   int ranks;
-  std::size_t bytes;  // what the call moves (see tuner.hpp)
+  std::size_t bytes;  // what the call moves (see tuning/cost_model.hpp)
   memory_kind memory;
   bool symmetric = false;  // the call's buffers lie in symmetric memory (memory/symmetric.hpp)
   bool staging = false;    // private buffers may stream through the ranks' shared staging memory (ditto)

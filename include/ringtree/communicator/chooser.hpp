@@ -7,7 +7,9 @@
 // ties and answers where measuring is off (RINGTREE_TUNE=0 or a given
 // model) or left to a run ahead (RINGTREE_TUNE=cached). Every rank makes the same choice: measurements are agreed on
 // (the slowest rank's times), the model and the cache are rank 0's.
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,12 +22,69 @@
 
 namespace ringtree::detail {
 
-// RINGTREE_ALGO's algorithm ("" and "automatic": none); an unknown name
-// is an error listing the names.
-inline std::optional<algorithm> env_algorithm(const std::string& name) {
-  if (name.empty() || name == "automatic") return std::nullopt;
-  if (auto a = algorithm_from_string(name)) return a;
-  throw error("RINGTREE_ALGO", -1, cat("unknown algorithm '", name, "' (one of: ", algorithm_names_list(), ")"));
+// RINGTREE_ALGO, per collective: one algorithm for every collective that
+// offers it ("ring"), or one per collective, as NCCL_ALGO takes them
+// ("allreduce:ring;broadcast:tree"; a collective not named keeps
+// automatic). "" and "automatic": none. An unknown name, an unknown
+// collective, a collective named twice, or a collective given an algorithm
+// it does not have is an error naming what is wrong and what would do.
+using algorithm_per_collective = std::array<std::optional<algorithm>, std::size(all_collectives)>;
+inline algorithm_per_collective env_algorithms(const std::string& spec) {
+  auto fail = [](const std::string& why) { return error("RINGTREE_ALGO", -1, why); };
+  auto algorithm_named = [&](std::string_view n) -> std::optional<algorithm> {
+    if (n.empty() || n == "automatic") return std::nullopt;
+    if (auto a = algorithm_from_string(n)) return a;
+    throw fail(cat("unknown algorithm '", n, "' (one of: ", algorithm_names_list(), ")"));
+  };
+  algorithm_per_collective out{};
+  if (spec.find(':') == std::string::npos) {
+    out.fill(algorithm_named(spec));
+    return out;
+  }
+  std::string_view rest = spec;
+  while (!rest.empty()) {
+    const auto end = rest.find(';');
+    const std::string_view item = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    if (item.empty()) continue;
+    const auto colon = item.find(':');
+    if (colon == std::string_view::npos)
+      throw fail(cat("'", item, "' in '", spec, "' names no collective (write collective:algorithm, e.g. allreduce:ring)"));
+    const std::string_view c_name = item.substr(0, colon), a_name = item.substr(colon + 1);
+    const auto* c = std::find_if(std::begin(all_collectives), std::end(all_collectives),
+                                 [&](collective x) { return to_string(x) == c_name; });
+    if (c == std::end(all_collectives)) {
+      std::string names;
+      for (collective x : all_collectives) names += (names.empty() ? "" : ", ") + std::string(to_string(x));
+      throw fail(cat("unknown collective '", c_name, "' in '", spec, "' (one of: ", names, ")"));
+    }
+    auto& slot = out[static_cast<std::size_t>(*c)];
+    if (slot) throw fail(cat("'", c_name, "' is named twice in '", spec, "'"));
+    slot = algorithm_named(a_name);
+    if (slot && !offers(*c, *slot))
+      throw fail(cat(c_name, " has no algorithm '", a_name, "' (its algorithms: ", offered_names(*c), ")"));
+  }
+  return out;
+}
+
+static_assert(std::size(all_collectives) * 6 <= 64 && [] {
+  for (const auto& r : rows)
+    if (static_cast<unsigned>(r.id) >= 63) return false;
+  return true;
+}(), "RINGTREE_ALGO's word holds 6 bits a collective");
+// The choices as one word (6 bits a collective, 63: none), so that the
+// ranks can compare them (communicator/settings.hpp), and back in words.
+inline std::uint64_t env_algorithms_word(const algorithm_per_collective& a) {
+  std::uint64_t w = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) w |= std::uint64_t(a[i] ? static_cast<unsigned>(*a[i]) & 63u : 63u) << (6 * i);
+  return w;
+}
+inline std::string show_env_algorithms(std::uint64_t w) {
+  std::string s;
+  for (std::size_t i = 0; i < std::size(all_collectives); ++i)
+    if (const auto v = (w >> (6 * i)) & 63u; v != 63u)
+      s += cat(s.empty() ? "" : ";", to_string(all_collectives[i]), ":", to_string(algorithm(v)));
+  return s.empty() ? "none" : s;
 }
 
 // The communicator (Comm) lends the chooser its placement, its untraced
@@ -33,12 +92,15 @@ inline std::optional<algorithm> env_algorithm(const std::string& name) {
 class chooser {
  public:
   chooser() = default;
-  chooser(std::optional<algorithm> algo, const std::string& env_algo, std::optional<cost_model> model, config::tuning tune)
-      : algo_(algo), env_algo_(env_algorithm(env_algo)), model_(std::move(model)),
-        by_model_(model_.has_value() || tune == config::tuning::model), fresh_(tune == config::tuning::fresh),
-        cached_only_(tune == config::tuning::cached) {}
+  // `cfg`: the environment as the communicator read it when it opened
+  // (with the options' tune applied); nothing here reads it again.
+  chooser(std::optional<algorithm> algo, const config& cfg, std::optional<cost_model> model)
+      : algo_(algo), env_algo_(env_algorithms(cfg.algo)), model_(std::move(model)),
+        by_model_(model_.has_value() || cfg.tune == config::tuning::model), fresh_(cfg.tune == config::tuning::fresh),
+        cached_only_(cfg.tune == config::tuning::cached), cfg_(cfg) {}
 
-  std::optional<algorithm> env_algo() const noexcept { return env_algo_; }
+  // RINGTREE_ALGO's algorithm for c, if it names one.
+  std::optional<algorithm> env_algo(collective c) const noexcept { return env_algo_[static_cast<std::size_t>(c)]; }
   bool measuring() const noexcept { return measuring_; }
 
   // The cost model with its constants: the given ones, else the cache's
@@ -50,7 +112,7 @@ class chooser {
       auto l = comm.untraced_view();
       host_shape hosts;
       if constexpr (hierarchical_transport<T>) hosts = host_shape::of(comm.transport().layout());
-      tuner_.emplace(comm.size(), model_ ? *model_ : load_or_calibrate(l), comm.chunks(), memory_kind_of<T>(), hosts);
+      tuner_.emplace(comm.size(), model_ ? *model_ : load_or_calibrate(l, cfg_), comm.chunks(), memory_kind_of<T>(), hosts);
     }
     return *tuner_;
   }
@@ -65,7 +127,7 @@ class chooser {
   std::optional<algorithm> pick_direct(Comm& comm, std::size_t bytes, bool talk) {
     const placement at = comm.placement_of(bytes, true);
     if (algo_ && offers(C, *algo_, at)) return *algo_;
-    if (env_algo_ && offers(C, *env_algo_, at)) return *env_algo_;
+    if (const auto e = env_algo(C); e && offers(C, *e, at)) return *e;
     if constexpr (C == collective::allreduce) {
       return bytes * static_cast<std::size_t>(comm.size() - 1) <= one_shot_direct_bytes ? algorithm::one_shot : algorithm::two_shot;
     } else {  // (else: nvcc warns of an unreachable loop)
@@ -88,7 +150,7 @@ class chooser {
   std::optional<algorithm> choose_without_memo(Comm& comm, std::size_t bytes, bool talk) {
     const placement at = comm.placement_of(bytes, false);
     if (algo_ && offers(C, *algo_, at)) return *algo_;
-    if (env_algo_ && offers(C, *env_algo_, at)) return *env_algo_;
+    if (const auto e = env_algo(C); e && offers(C, *e, at)) return *e;
     int offered = 0;
     algorithm first = algorithm::automatic;
     for (const auto& r : rows)
@@ -113,14 +175,14 @@ class chooser {
     if (!talk && (!tuning_ || tuning_->get(C, bin) == algorithm::automatic)) return std::nullopt;
     if (!tuning_) {
       tuning_ = std::make_unique<tuning_table>();
-      load_tuning(comm.untraced_view(), *tuning_, fresh_);
+      load_tuning(comm.untraced_view(), *tuning_, fresh_, cfg_);
     }
     algorithm a = tuning_->get(C, bin);
     if (a == algorithm::automatic && cached_only_) return by_model(comm, C, bytes, talk);  // measured ahead, or not at all
     if (a == algorithm::automatic) {
       a = measure<C>(comm, bin);
       tuning_->set(C, bin, a);
-      save_tuning(comm.untraced_view(), *tuning_);
+      save_tuning(comm.untraced_view(), *tuning_, cfg_);
     }
     return offers(C, a, at) ? a : by_model(comm, C, bytes, talk);
   }
@@ -162,12 +224,13 @@ class chooser {
   };
 
   std::optional<algorithm> algo_;      // communicator_options::algo
-  std::optional<algorithm> env_algo_;  // RINGTREE_ALGO
+  algorithm_per_collective env_algo_{};  // RINGTREE_ALGO
   std::optional<cost_model> model_;    // communicator_options::model
   bool by_model_ = false;              // choose by the model, never measure
   bool fresh_ = false;                 // RINGTREE_TUNE=fresh: ignore the cache
   bool cached_only_ = false;           // RINGTREE_TUNE=cached: never measure in the run
   bool measuring_ = false;             // measure() runs: nothing is traced
+  config cfg_;                         // the environment, read once when the communicator opened
   std::optional<ringtree::tuner> tuner_;
   std::unique_ptr<tuning_table> tuning_;
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick

@@ -36,9 +36,9 @@ void communicator<Transport>::open() {
   hosts_ = detail::hosts_of(*t_);
   opt_.checked = opt_.checked || cfg_.check;
   if (opt_.tune) cfg_.tune = *opt_.tune;
-  chooser_ = detail::chooser(opt_.algo, cfg_.algo, opt_.model, cfg_.tune);
+  chooser_ = detail::chooser(opt_.algo, cfg_, opt_.model);
   pool_ = std::make_unique<detail::scratch_pool<memory_of<Transport>>>(t_->memory());
-  if (auto* sink = detail::trace_sink::from_env()) {
+  if (auto* sink = detail::trace_sink::of(cfg_.trace)) {
     // new with braces: clang 14 has no parenthesised aggregate
     // initialisation, and a temporary handle would flush the file on its way out
     trace_.reset(new detail::trace_handle{sink->open(detail::next_communicator_id(), rank(), size(),

@@ -1,25 +1,15 @@
 #pragma once
-// Every RINGTREE_* environment variable, parsed in one place into one
-// struct. A value that does not parse is an error naming the variable,
-// never silently ignored. config::from_env() reads them when it is called
-// (a communicator or transport calls it once, when it is made), so a
-// program may set them before it makes one; options passed in code are
-// never overridden by a default read here.
-//
-//   RINGTREE_TIMEOUT      seconds a wait on a peer may take (default 300; 1e-3 .. 1e9)
-//   RINGTREE_CHECK        1: checked mode (ranks compare every call first)
-//   RINGTREE_ALGO         an algorithm name: replaces `automatic` where offered
-//   RINGTREE_TUNE         1 (default): automatic measures the algorithms per size
-//                         bin; 0: the cost model chooses; fresh: measure again;
-//                         cached: what the cache measured, the model elsewhere
-//                         (never measures in the run: libringtree-mpi's default)
-//   RINGTREE_CALIBRATE    1: measure the cost model's constants again; 0: never
-//   RINGTREE_CACHE_DIR    where measurements are kept (default
-//                         ${XDG_CACHE_HOME:-$HOME/.cache}/ringtree)
-//   RINGTREE_MODEL_FILE   the cost model's file (default in the cache directory)
-//   RINGTREE_TRACE        FILE.json: record every call as a Chrome trace
-//   RINGTREE_SHM_NAME, RINGTREE_RANK, RINGTREE_SIZE, RINGTREE_SHM_JOB
-//                         shm_transport::from_env (see transport/shm/bootstrap.hpp)
+// Every RINGTREE_* variable of the library, in one declarative table
+// (env_variables, below): its name, its default, what it means and how its
+// value is read into a `config`. A value that does not parse is an error
+// naming the variable, never silently ignored. config::from_env() reads
+// the table when it is called (a communicator or transport calls it once,
+// when it is made), so a program may set them before it makes one; options
+// passed in code are never overridden by a default read here. README's
+// table of variables and the tools' --help are printed from the table
+// (ringtree-model --variables; docs/figures.sh keeps README's current).
+// libringtree-mpi's RINGTREE_MPI* variables and the torch backend's
+// RINGTREE_TORCH_* belong to those components and are listed with them.
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -36,7 +26,7 @@ inline constexpr const char* version_string = "0.2.0";
 struct config {
   std::chrono::duration<double> timeout{300.0};
   bool check = false;
-  std::string algo;  // "" or a name; the algorithm table resolves it (communicator.hpp)
+  std::string algo;  // "", a name, or one per collective; the chooser resolves it (communicator/chooser.hpp)
   enum class tuning { measure, model, fresh, cached } tune = tuning::measure;
   std::optional<bool> calibrate;  // unset: measure if no file
   std::string cache_dir, model_file, trace;
@@ -45,39 +35,7 @@ struct config {
 
   static constexpr double min_timeout_seconds = 1e-3, max_timeout_seconds = 1e9;
 
-  static config from_env() {
-    config c;
-    if (const char* s = get("RINGTREE_TIMEOUT")) {
-      char* end = nullptr;
-      const double v = std::strtod(s, &end);
-      if (end == s || *end != '\0' || !(v >= min_timeout_seconds) || v > max_timeout_seconds)
-        throw error("RINGTREE_TIMEOUT", -1, detail::cat("expected a number of seconds from ", min_timeout_seconds, " to ",
-                                                        max_timeout_seconds, ", got '", s, "'"));
-      c.timeout = std::chrono::duration<double>(v);
-    }
-    c.check = flag("RINGTREE_CHECK").value_or(false);
-    c.calibrate = flag("RINGTREE_CALIBRATE");
-    if (const char* s = get("RINGTREE_ALGO")) c.algo = s;
-    if (const char* s = get("RINGTREE_TUNE")) {
-      const std::string v = s;
-      if (v == "1") c.tune = tuning::measure;
-      else if (v == "0") c.tune = tuning::model;
-      else if (v == "fresh") c.tune = tuning::fresh;
-      else if (v == "cached") c.tune = tuning::cached;
-      else throw error("RINGTREE_TUNE", -1, detail::cat("expected 1, 0, fresh or cached, got '", s, "'"));
-    }
-    if (const char* d = get("RINGTREE_CACHE_DIR")) c.cache_dir = d;
-    else if (const char* x = get("XDG_CACHE_HOME")) c.cache_dir = std::string(x) + "/ringtree";
-    else if (const char* h = get("HOME")) c.cache_dir = std::string(h) + "/.cache/ringtree";
-    else c.cache_dir = "/tmp/ringtree";
-    if (const char* f = get("RINGTREE_MODEL_FILE")) c.model_file = f;
-    if (const char* f = get("RINGTREE_TRACE")) c.trace = f;
-    if (const char* f = get("RINGTREE_SHM_NAME")) c.shm_name = f;
-    if (const char* f = get("RINGTREE_SHM_JOB")) c.shm_job = f;
-    c.rank = count("RINGTREE_RANK");
-    c.size = count("RINGTREE_SIZE");
-    return c;
-  }
+  static config from_env();
 
   // A variable's value; unset and "" are the same.
   static const char* get(const char* name) {
@@ -88,6 +46,9 @@ struct config {
   static std::optional<bool> flag(const char* name) {
     const char* s = get(name);
     if (s == nullptr) return std::nullopt;
+    return parse_flag(name, s);
+  }
+  static bool parse_flag(const char* name, const char* s) {
     if (std::string(s) == "0") return false;
     if (std::string(s) == "1") return true;
     throw error(name, -1, detail::cat("expected 0 or 1, got '", s, "'"));
@@ -96,17 +57,99 @@ struct config {
   static std::optional<int> count(const char* name) {
     const char* s = get(name);
     if (s == nullptr) return std::nullopt;
+    return parse_count(name, s);
+  }
+  static int parse_count(const char* name, const char* s) {
     char* end = nullptr;
     const long x = std::strtol(s, &end, 10);
     if (end == s || *end != '\0' || x < 0 || x > 1 << 20)
       throw error(name, -1, detail::cat("expected a whole number from 0 to ", 1 << 20, ", got '", s, "'"));
     return static_cast<int>(x);
   }
+  static std::chrono::duration<double> parse_timeout(const char* s) {
+    char* end = nullptr;
+    const double v = std::strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= min_timeout_seconds) || v > max_timeout_seconds)
+      throw error("RINGTREE_TIMEOUT", -1, detail::cat("expected a number of seconds from ", min_timeout_seconds, " to ",
+                                                      max_timeout_seconds, ", got '", s, "'"));
+    return std::chrono::duration<double>(v);
+  }
+  static tuning parse_tune(const char* s) {
+    const std::string v = s;
+    if (v == "1") return tuning::measure;
+    if (v == "0") return tuning::model;
+    if (v == "fresh") return tuning::fresh;
+    if (v == "cached") return tuning::cached;
+    throw error("RINGTREE_TUNE", -1, detail::cat("expected 1, 0, fresh or cached, got '", s, "'"));
+  }
+  // ${XDG_CACHE_HOME:-$HOME/.cache}/ringtree, else /tmp/ringtree.
+  static std::string default_cache_dir() {
+    if (const char* x = get("XDG_CACHE_HOME")) return std::string(x) + "/ringtree";
+    if (const char* h = get("HOME")) return std::string(h) + "/.cache/ringtree";
+    return "/tmp/ringtree";
+  }
 };
+
+// One row per variable: what README's table, the tools' --help and
+// config::from_env() all read.
+struct env_variable {
+  const char* name;
+  const char* fallback;  // the default, in words
+  const char* meaning;   // one line
+  void (*read)(config&, const char* value);  // a set, non-empty value into the config
+};
+
+inline constexpr env_variable env_variables[] = {
+    {"RINGTREE_TIMEOUT", "300", "seconds a wait on a peer may take before `timeout_error` (0.001 to 1e9)",
+     [](config& c, const char* v) { c.timeout = config::parse_timeout(v); }},
+    {"RINGTREE_CHECK", "0", "`1`: checked mode (ranks compare every call first)",
+     [](config& c, const char* v) { c.check = config::parse_flag("RINGTREE_CHECK", v); }},
+    {"RINGTREE_ALGO", "automatic",
+     "an algorithm name, or one per collective (`allreduce:ring;broadcast:tree`, as NCCL_ALGO): replaces "
+     "`automatic` where offered",
+     [](config& c, const char* v) { c.algo = v; }},
+    {"RINGTREE_TUNE", "1",
+     "`1`: automatic measures; `0`: the cost model chooses; `fresh`: measure again, ignoring the cache; `cached`: "
+     "what the cache holds, the cost model elsewhere, never measuring in the run (libringtree-mpi's default)",
+     [](config& c, const char* v) { c.tune = config::parse_tune(v); }},
+    {"RINGTREE_CALIBRATE", "measure if no model file",
+     "`1`: measure the cost model's constants again; `0`: never (file or built-in constants)",
+     [](config& c, const char* v) { c.calibrate = config::parse_flag("RINGTREE_CALIBRATE", v); }},
+    {"RINGTREE_CACHE_DIR", "`${XDG_CACHE_HOME:-$HOME/.cache}/ringtree`",
+     "where measurements are kept; the test suite points it at a temporary directory",
+     [](config& c, const char* v) { c.cache_dir = v; }},
+    {"RINGTREE_MODEL_FILE", "in the cache directory", "the cost model's file",
+     [](config& c, const char* v) { c.model_file = v; }},
+    {"RINGTREE_TRACE", "off", "`FILE.json`: record every call as a Chrome trace; `FILE.html`: as the teaching page",
+     [](config& c, const char* v) { c.trace = v; }},
+    {"RINGTREE_SHM_NAME", "none", "`shm_transport::from_env()`: the segment's name, `/` and a word",
+     [](config& c, const char* v) { c.shm_name = v; }},
+    {"RINGTREE_RANK", "none", "`shm_transport::from_env()`: this process's rank (else the launcher's variable)",
+     [](config& c, const char* v) { c.rank = config::parse_count("RINGTREE_RANK", v); }},
+    {"RINGTREE_SIZE", "none", "`shm_transport::from_env()`: the number of ranks (else the launcher's variable)",
+     [](config& c, const char* v) { c.size = config::parse_count("RINGTREE_SIZE", v); }},
+    {"RINGTREE_SHM_JOB", "none", "`shm_transport::from_env()`: the job's identity, which every rank must share",
+     [](config& c, const char* v) { c.shm_job = v; }},
+};
+
+inline config config::from_env() {
+  config c;
+  c.cache_dir = default_cache_dir();
+  for (const auto& v : env_variables)
+    if (const char* s = get(v.name)) v.read(c, s);
+  return c;
+}
 
 namespace detail {
 // The timeout for transports made without one.
 inline std::chrono::duration<double> default_timeout() { return config::from_env().timeout; }
+
+// The table as the tools' --help prints it: "  NAME  meaning (default: ...)".
+inline std::string environment_help() {
+  std::string s = "Environment (every RINGTREE_* variable the library reads):\n";
+  for (const auto& v : env_variables) s += cat("  ", v.name, "  ", v.meaning, " (default: ", v.fallback, ")\n");
+  return s;
+}
 }  // namespace detail
 
 }  // namespace ringtree

@@ -30,11 +30,11 @@ namespace detail {
 // bytes each rank moved (a program's buffers are not the trace's to show).
 class trace_sink {
  public:
-  // The sink of RINGTREE_TRACE as it is now (read when a communicator is
-  // made, as every setting is), or null; one per file, living until exit.
-  static trace_sink* from_env() {
-    const char* f = config::get("RINGTREE_TRACE");
-    if (f == nullptr) return nullptr;
+  // The sink of RINGTREE_TRACE (`trace`: its value, as the communicator
+  // read it when it was made), or null; one per file, living until exit.
+  static trace_sink* of(const std::string& trace) {
+    if (trace.empty()) return nullptr;
+    const std::string f = trace;
     static std::mutex m;
     static std::map<std::string, trace_sink*> sinks;
     std::lock_guard lk(m);

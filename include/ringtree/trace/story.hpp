@@ -6,7 +6,7 @@
 // A step is one link in the longest chain of messages (the traced
 // transport's Lamport clock). For each step: its messages (who sends what
 // to whom: elements of the sender's buffer, or a count of scratch
-// elements), and, where the story was watched on threads (trace/teach.hpp),
+// elements), and, where the story was watched on threads (teach/watch.hpp),
 // every rank's buffer after the step: its values, and for every element the
 // set of ranks whose input it already holds (a bit mask: reduce-scatter
 // accumulates bits, all-gather spreads them). Recorded from a real program

@@ -139,11 +139,12 @@ cost_model calibrate(T& t) {
 
 // The model for this communicator (every rank calls this, collectively):
 // rank 0 finds it (already loaded, or in the file) or asks everyone to
-// measure, and every rank ends with rank 0's constants.
+// measure, and every rank ends with rank 0's constants. `cfg`: the
+// environment as the communicator read it when it opened.
 template <transport T>
-cost_model load_or_calibrate(T& t) {
-  const std::string name = cache_name(t), path = model_path(name, t.size());
-  const auto cal = config::from_env().calibrate;
+cost_model load_or_calibrate(T& t, const config& cfg) {
+  const std::string name = cache_name(t), path = model_path(name, t.size(), cfg);
+  const auto cal = cfg.calibrate;
   const std::string mode = !cal ? "" : *cal ? "1" : "0";
   // {state, alpha, beta, gamma, knee, alpha_above, alpha_net, beta_net};
   // state 1: found, 0: measure, 2: use the built-in constants, -1: rank 0

@@ -44,8 +44,8 @@ struct tuning_table {
 // The cache of choices: one file per transport and rank count, valid for
 // one CPU model and one version of ringtree (a newer version may have
 // other algorithms, or faster ones).
-inline std::string tuning_path(const std::string& transport, int ranks) {
-  return cat(config::from_env().cache_dir, "/tuned-", transport, "-", ranks, "ranks.txt");
+inline std::string tuning_path(const std::string& transport, int ranks, const config& cfg) {
+  return cat(cfg.cache_dir, "/tuned-", transport, "-", ranks, "ranks.txt");
 }
 inline loaded_files<tuning_table>& loaded_tunings() {
   static loaded_files<tuning_table> tables;
@@ -116,8 +116,8 @@ inline std::optional<tuning_table> parse_tuning(const std::string& text, const s
 // Every rank calls this: rank 0 finds the table (this process's, or the
 // cache file's unless `fresh`) and every rank ends with rank 0's.
 template <transport T>
-void load_tuning(T t, tuning_table& table, bool fresh) {
-  const std::string path = tuning_path(cache_name(t), t.size());
+void load_tuning(T t, tuning_table& table, bool fresh, const config& cfg) {
+  const std::string path = tuning_path(cache_name(t), t.size(), cfg);
   std::uint8_t state = 0;  // 1: rank 0 failed
   std::optional<error> failed;
   if (t.rank() == 0) {
@@ -143,9 +143,9 @@ void load_tuning(T t, tuning_table& table, bool fresh) {
 
 // Rank 0 keeps the table for this process and writes the cache file.
 template <transport T>
-void save_tuning(T t, const tuning_table& table) {
+void save_tuning(T t, const tuning_table& table, const config& cfg) {
   if (t.rank() != 0) return;
-  const std::string name = cache_name(t), path = tuning_path(name, t.size());
+  const std::string name = cache_name(t), path = tuning_path(name, t.size(), cfg);
   std::string text = cat("# ringtree: what automatic runs, measured on this transport (", name, ", ", t.size(), " ranks), ",
                          measured_stamp(), "\n# delete this file (or RINGTREE_TUNE=fresh) to measure again\ncpu = ", cpu_model(),
                          "\nversion = ", version_string, "\n");

@@ -20,8 +20,7 @@
 namespace ringtree {
 namespace detail {
 
-inline std::string model_path(const std::string& transport, int ranks) {
-  const config c = config::from_env();
+inline std::string model_path(const std::string& transport, int ranks, const config& c) {
   if (!c.model_file.empty()) return c.model_file;
   return cat(c.cache_dir, "/model-", transport, "-", ranks, "ranks.txt");
 }
