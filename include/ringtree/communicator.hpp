@@ -54,7 +54,7 @@
 namespace ringtree {
 
 template <transport Transport>
-class communicator : public detail::async_calls<communicator<Transport>, traced_transport<Transport>> {
+class communicator : public async_calls<communicator<Transport>, traced_transport<Transport>> {
  public:
   using transport_type = Transport;
 
@@ -116,8 +116,8 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
 
   // Measures every size bin of collective c up to `max_bytes` now (a
   // collective call), instead of on first use.
-  void tune(collective c, std::size_t max_bytes = std::size_t{1} << detail::tuning_table::max_bin) {
-    for (int bin = 0; bin <= detail::tuning_table::bin_of(max_bytes); ++bin) (void)choose(c, std::size_t{1} << bin);
+  void tune(collective c, std::size_t max_bytes = largest_measured_bytes) {
+    for (int bin = 0; bin <= detail::measured_choices::bin_of(max_bytes); ++bin) (void)choose(c, std::size_t{1} << bin);
   }
 
   template <buffer_range In, writable_range Out> requires same_elements<In, Out>
@@ -201,7 +201,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // on both ranks completes, as in MPI.
   template <buffer_range R>
   void send(R&& data, int peer, int tag = 0) {
-    if (engine_.e) return this->send_async(const_view(data), peer, tag).wait();
+    if (engine_.engine) return this->send_async(const_view(data), peer, tag).wait();
     detail::post_send(traced_view(), const_view(data), peer, tag)->complete();
   }
   // `peer` may be any_source (whichever rank's message with `tag` comes
@@ -211,7 +211,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   int recv(R&& data, int peer, int tag = 0) {
     check_source(peer);
     int from = peer;
-    if (engine_.e) this->recv_async(view(data), peer, tag, {}, &from).wait();
+    if (engine_.engine) this->recv_async(view(data), peer, tag, {}, &from).wait();
     else detail::poll_until(receives_->post(traced_view(), view(data), peer, tag, &from));
     return from;
   }
@@ -226,7 +226,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   }
   // Waits until every asynchronous call made so far has run.
   void quiesce() {
-    if (engine_.e) engine_.e->drain();
+    if (engine_.engine) engine_.engine->drain();
   }
 
   // A collective call (every rank, the same count): a buffer of `count`
@@ -247,7 +247,7 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
 
  private:
   friend class detail::chooser;
-  friend class detail::async_calls<communicator, traced_transport<Transport>>;
+  friend class async_calls<communicator, traced_transport<Transport>>;
   using call = detail::collective_call;
 
   // The collectives on spans: what the range forms above call, and what
@@ -311,12 +311,12 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   }
   template <collective C, class... A>
   void run(algorithm a, A&&... args) { run_at<C>(a, nullptr, nullptr, 0, 0, {}, args...); }
-  template <collective C, bool Lane = true, class... A>
+  template <collective C, bool OverMessages = true, class... A>
   void run(const call& c, A&&... args);
   // Call c's row a on private buffers (scratch, checked as c's): a row
   // offered only up to a size (staged) gives way where these are larger
   // (integer avg's remainders are 8-byte).
-  template <collective C, bool Lane = true, class... A>
+  template <collective C, bool OverMessages = true, class... A>
   void run_private(const call& c, algorithm a, A&&... args);
   // A call of no elements with good arguments returns at once (MPI's do),
   // unless checked mode is to compare it across ranks.
@@ -333,10 +333,10 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // forms do not take (reduce_scatter reads `in` where it is).
   template <collective C, class... A>
   void run_direct(const call& c, A&&... args) { run<C, false>(c, args...); }
-  template <collective C, bool Lane = true, class... A>
+  template <collective C, bool OverMessages = true, class... A>
   void run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
               std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&&... args);
-  template <bool Lane, class Row, class... A>
+  template <bool OverMessages, class Row, class... A>
   void run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
                std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args);
   // collectives.hpp: avg finished after a reduction.
@@ -346,23 +346,23 @@ class communicator : public detail::async_calls<communicator<Transport>, traced_
   // open.hpp
   void open();
   void agree_on_settings();
-  void open_heap() { shared_.open(*t_); }
+  void open_shared_state() { shared_.open(*t_); }  // the control memory and staging (staging.hpp)
 
   // The progress thread (engine()). First of the members: moving a
   // communicator first waits for its queued calls, which hold its address.
   struct engine_slot {
-    std::unique_ptr<detail::progress_engine> e;
+    std::unique_ptr<detail::progress_engine> engine;
     engine_slot() = default;
-    engine_slot(engine_slot&& o) noexcept : e((o.drain(), std::move(o.e))) {}
+    engine_slot(engine_slot&& o) noexcept : engine((o.drain(), std::move(o.engine))) {}
     engine_slot& operator=(engine_slot&& o) noexcept {
       drain();
       o.drain();
-      e = std::move(o.e);
+      engine = std::move(o.engine);
       return *this;
     }
     void drain() noexcept {
-      if (e) try {
-          e->drain();
+      if (engine) try {
+          engine->drain();
         } catch (...) {  // a call's error stays with its work
         }
     }

@@ -32,9 +32,9 @@ enum class route : std::uint8_t { unmeasured, ringtree, mpi };
 // call: its whole buffer (all ranks' blocks for Allgather, Alltoall and
 // Reduce_scatter_block), 0 for a barrier.
 struct route_table {
-  static constexpr int bins = detail::tuning_table::max_bin + 1;
+  static constexpr int bins = detail::measured_choices::max_bin + 1;
   std::array<route, call_kinds * bins> at{};
-  route get(call_kind k, std::size_t bytes) const noexcept { return at[std::size_t(k) * bins + detail::tuning_table::bin_of(bytes)]; }
+  route get(call_kind k, std::size_t bytes) const noexcept { return at[std::size_t(k) * bins + detail::measured_choices::bin_of(bytes)]; }
   void set(call_kind k, int bin, route r) noexcept { at[std::size_t(k) * bins + bin] = r; }
 };
 

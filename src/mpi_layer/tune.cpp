@@ -110,21 +110,21 @@ int main(int argc, char** argv) {
       PMPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
-  max_bytes = std::min(max_bytes, std::size_t{1} << detail::tuning_table::max_bin);
+  max_bytes = std::min(max_bytes, std::size_t{1} << detail::measured_choices::max_bin);
   std::vector<char> in(max_bytes + 64, 1), out(max_bytes + 64, 0);
   if (me == 0)
     std::printf("# ringtree-mpi-tune: %d ranks, medians of %d alternating rounds (us per call, the slowest rank's)\n"
                 "%-26s %10s %12s %12s  %s\n", ranks, rounds, "# call", "bytes", "ringtree", "MPI's own", "route");
   route_table table;
   std::vector<std::array<double, 2>> medians(route_table::bins);
-  const int last_bin = detail::tuning_table::bin_of(max_bytes);
+  const int last_bin = detail::measured_choices::bin_of(max_bytes);
   for (std::size_t k = 0; k < call_kinds; ++k) {
     const auto kind = call_kind(k);
     std::vector<int> measured;  // bins, in order
     for (int b = 0; b <= last_bin; ++b) {
       const std::size_t bytes = bytes_of_bin(kind, b);
       if (bytes == 0 && !(kind == call_kind::barrier && b == 0)) continue;
-      if (kind != call_kind::barrier && detail::tuning_table::bin_of(bytes) != b) continue;  // (its bin is another's)
+      if (kind != call_kind::barrier && detail::measured_choices::bin_of(bytes) != b) continue;  // (its bin is another's)
       // warm: connections, pages, and ringtree measuring its own algorithms for this bin
       double warm[2];
       for (int own = 0; own < 2; ++own) {

@@ -57,24 +57,24 @@ row_buffers<E> buffers_for(collective c, int n, int r, int root, std::size_t m, 
   return b;
 }
 
-// Runs row `a` of collective `c` on the lane, on `in` and `data`; `who`
+// Runs row `a` of collective `c` on the view, on `in` and `data`; `who`
 // names the caller in errors (a row that runs only on symmetric memory
 // moves no messages, and there is none here).
-template <class Lane, class E>
-void run_row(Lane& lane, collective c, algorithm a, const chunk_sizes& ch, std::span<const E> in, std::span<E> data, op o,
+template <class View, class E>
+void run_row(View& view, collective c, algorithm a, const chunk_sizes& ch, std::span<const E> in, std::span<E> data, op o,
              int root, const char* who) {
-  const int n = lane.size();
+  const int n = view.size();
   auto run = [&]<collective C>() {
     const bool ran = algorithm_table::run<C>(a, [&](auto row) {
       using Row = decltype(row);
       if constexpr (Row::window_only) {
-        throw error(who, lane.rank(), cat(Row::name, " runs only on symmetric memory: it moves no messages"));
+        throw error(who, view.rank(), cat(Row::name, " runs only on symmetric memory: it moves no messages"));
       } else {
         const std::vector<std::size_t> counts(n, data.size() / n);  // (all-to-all)
-        with_row_arguments<C>(in, data, o, root, std::span<const std::size_t>(counts), [&](auto... args) { row.run(lane, ch, args...); });
+        with_row_arguments<C>(in, data, o, root, std::span<const std::size_t>(counts), [&](auto... args) { row.run(view, ch, args...); });
       }
     });
-    if (!ran) throw error(who, lane.rank(), cat(to_string(C), " has no algorithm ", to_string(a)));
+    if (!ran) throw error(who, view.rank(), cat(to_string(C), " has no algorithm ", to_string(a)));
   };
   return with_collective(c, run);
 }

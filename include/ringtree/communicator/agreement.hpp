@@ -23,11 +23,11 @@ inline std::string show_number(std::uint64_t v) { return std::to_string(v); }
 
 // Every rank's words (`mine`, as wide on every rank), rank r's at r * width.
 template <transport T>
-std::vector<std::uint64_t> gather_words(T& lane, std::span<const std::uint64_t> mine) {
-  const int n = lane.size();
+std::vector<std::uint64_t> gather_words(T& view, std::span<const std::uint64_t> mine) {
+  const int n = view.size();
   std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(n));
-  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(mine.size() * lane.rank()));
-  if (n > 1) ring::allgather(lane, std::span<std::uint64_t>(all));  // blocks are exactly `width` words each
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(mine.size() * view.rank()));
+  if (n > 1) ring::allgather(view, std::span<std::uint64_t>(all));  // blocks are exactly `width` words each
   return all;
 }
 

@@ -11,11 +11,13 @@
 #include <ringtree/communicator/ranges.hpp>
 #include <ringtree/communicator/work.hpp>
 
-namespace ringtree::detail {
+namespace ringtree {
 
-template <class Comm, class Lane>
+// (A public base of communicator<T>, so a public name: the forms below are
+// part of every communicator's interface.)
+template <class Comm, class View>
 class async_calls {
-  using posted = p2p_posted<Lane>;
+  using posted = detail::p2p_posted<View>;
   Comm& self() noexcept { return static_cast<Comm&>(*this); }
 
  public:
@@ -76,7 +78,7 @@ class async_calls {
   // `on_done` as for submit.
   template <buffer_range R> requires lasting_range<R>
   work send_async(R&& data, int peer, int tag = 0, std::function<void(std::exception_ptr)> on_done = {}) {
-    return self().engine().submit_p2p([c = &self(), d = const_view(data), peer, tag] { return posted::polled(post_send(c->traced_view(), d, peer, tag)); },
+    return self().engine().submit_p2p([c = &self(), d = const_view(data), peer, tag] { return posted::polled(detail::post_send(c->traced_view(), d, peer, tag)); },
                                std::move(on_done));
   }
   // (`source`, if given, gets the sender's rank before the work completes:
@@ -89,4 +91,4 @@ class async_calls {
   }
 };
 
-}  // namespace ringtree::detail
+}  // namespace ringtree

@@ -113,8 +113,8 @@ inline std::vector<std::uint64_t> words_of(const collective_call& c, std::option
 
 // Which pair of an all-to-all disagrees (every rank calls it: the digests
 // differed on all): each rank's sends and receives, gathered.
-template <class Lane>
-std::string unpaired(Lane& l, const collective_call& c) {
+template <class View>
+std::string unpaired(View& l, const collective_call& c) {
   const int n = l.size();
   std::vector<std::uint64_t> mine(c.sends.begin(), c.sends.end());
   mine.insert(mine.end(), c.recvs.begin(), c.recvs.end());
@@ -129,8 +129,8 @@ std::string unpaired(Lane& l, const collective_call& c) {
 
 // Checked mode's exchange: every rank's words for call c (and the row it
 // will run, where known), compared; a difference raises on every rank.
-template <class Lane>
-void compare_calls(Lane& l, const collective_call& c, const std::string& name, std::optional<algorithm> row) {
+template <class View>
+void compare_calls(View& l, const collective_call& c, const std::string& name, std::optional<algorithm> row) {
   const auto mine = words_of(c, row);
   const std::size_t w = mine.size();
   const auto all = gather_words(l, std::span<const std::uint64_t>(mine));

@@ -171,10 +171,10 @@ class chooser {
   // rank), else measured now on every rank.
   template <collective C, class Comm>
   std::optional<algorithm> measured_choice(Comm& comm, std::size_t bytes, const placement& at, bool talk) {
-    const int bin = tuning_table::bin_of(bytes);
+    const int bin = measured_choices::bin_of(bytes);
     if (!talk && (!tuning_ || tuning_->get(C, bin) == algorithm::automatic)) return std::nullopt;
     if (!tuning_) {
-      tuning_ = std::make_unique<tuning_table>();
+      tuning_ = std::make_unique<measured_choices>();
       load_tuning(comm.untraced_view(), *tuning_, fresh_, cfg_);
     }
     algorithm a = tuning_->get(C, bin);
@@ -232,7 +232,7 @@ class chooser {
   bool measuring_ = false;             // measure() runs: nothing is traced
   config cfg_;                         // the environment, read once when the communicator opened
   std::optional<ringtree::tuner> tuner_;
-  std::unique_ptr<tuning_table> tuning_;
+  std::unique_ptr<measured_choices> tuning_;
   std::array<std::pair<std::size_t, algorithm>, std::size(all_collectives)> last_pick_{};  // per collective: bytes, pick
 };
 

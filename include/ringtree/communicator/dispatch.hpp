@@ -70,7 +70,7 @@ template <collective C>
 void communicator<Transport>::finish(call& c) {
   // The control memory first (the first collective maps it, on every
   // rank alike, whatever the call): what is offered depends on it.
-  if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();
+  if (size() > 1 && detail::maps_in_calls(*t_)) open_shared_state();
   std::optional<algorithm> settled;  // the row, where finding it needs no messages
   if (opt_.checked && size() > 1) {
     if (c.problem.empty()) settled = resolve<C>(c, false);
@@ -113,26 +113,26 @@ std::optional<algorithm> communicator<Transport>::private_row(std::size_t bytes,
 // transport, or, for a call on symmetric memory (`at`) and a row that
 // can, by direct reads through a symmetric_window.
 template <transport Transport>
-template <collective C, bool Lane, class... A>
+template <collective C, bool OverMessages, class... A>
 void communicator<Transport>::run(const call& c, A&&... args) {
-  run_at<C, Lane>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, call_word<C>(c, c.algo), c.private_in, args...);
+  run_at<C, OverMessages>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, call_word<C>(c, c.algo), c.private_in, args...);
 }
 template <transport Transport>
-template <collective C, bool Lane, class... A>
+template <collective C, bool OverMessages, class... A>
 void communicator<Transport>::run_private(const call& c, algorithm a, A&&... args) {
   a = *private_row<C>(detail::first_span_bytes(args...), a, true);
-  run_at<C, Lane>(a, nullptr, nullptr, 0, call_word<C>(c, a), {}, args...);
+  run_at<C, OverMessages>(a, nullptr, nullptr, 0, call_word<C>(c, a), {}, args...);
 }
 template <transport Transport>
-template <collective C, bool Lane, class... A>
+template <collective C, bool OverMessages, class... A>
 void communicator<Transport>::run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
                                       std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&&... args) {
   if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
-  if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<Lane>(row, at, in_at, at_bytes, what, private_in, args...); }))
+  if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<OverMessages>(row, at, in_at, at_bytes, what, private_in, args...); }))
     throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
 }
 template <transport Transport>
-template <bool Lane, class Row, class... A>
+template <bool OverMessages, class Row, class... A>
 void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
              std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args) {
   using window = symmetric_window<decltype(memory())>;
@@ -162,7 +162,7 @@ void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::fou
     }
   }
   // (flags, not a requires-expression: nvcc errs on one here)
-  if constexpr (Lane && !Row::window_only) {
+  if constexpr (OverMessages && !Row::window_only) {
     auto l = traced_view();
     row.run(l, opt_.chunks, args...);
   } else throw error(name, rank(), detail::cat(Row::name, " runs only on symmetric memory"));
@@ -171,7 +171,7 @@ void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::fou
 template <transport Transport>
 algorithm communicator<Transport>::choose(collective c, std::size_t bytes, bool symmetric) {
   quiesce();
-  if (size() > 1 && detail::maps_in_calls(*t_)) open_heap();  // what is offered depends on it
+  if (size() > 1 && detail::maps_in_calls(*t_)) open_shared_state();  // what is offered depends on it
   auto by = [&]<collective C>() { return *(symmetric ? chooser_.template pick_direct<C>(*this, bytes, true) : chooser_.template pick<C>(*this, bytes, true)); };
   return detail::with_collective(c, by);
 }
@@ -179,12 +179,12 @@ algorithm communicator<Transport>::choose(collective c, std::size_t bytes, bool 
 // The progress thread, made by the first asynchronous call.
 template <transport Transport>
 detail::progress_engine& communicator<Transport>::engine() {
-  if (!engine_.e) {
+  if (!engine_.engine) {
     if constexpr (thread_checking_transport<Transport>)
       t_->require_background_thread("asynchronous calls");
-    engine_.e = std::make_unique<detail::progress_engine>();
+    engine_.engine = std::make_unique<detail::progress_engine>();
   }
-  return *engine_.e;
+  return *engine_.engine;
 }
 
 }  // namespace ringtree

@@ -26,7 +26,7 @@ communicator<Transport>::communicator(std::unique_ptr<Transport> t, communicator
 }
 template <transport Transport>
 communicator<Transport>::~communicator() {
-  engine_.e.reset();
+  engine_.engine.reset();
 }
 
 template <transport Transport>
@@ -78,7 +78,7 @@ symmetric_buffer<E> communicator<Transport>::allocate(std::size_t count) {
   }
   std::shared_ptr<detail::symmetric_region> r;
   if constexpr (shared_memory_transport<Transport>) {
-    open_heap();
+    open_shared_state();
     if (shared_.heap)
       if (auto m = t_->map_shared(bytes)) r = shared_.heap->add(std::move(*m));
   }

@@ -40,15 +40,15 @@ inline void check_peer(const char* call, int rank, int size, int peer) {
     throw error(call, rank, cat("peer ", peer, " is not another rank of ", size));
 }
 
-// A posted send on a transport `Lane` (header and body): poll() moves it
+// A posted send on a transport `View` (header and body): poll() moves it
 // along and says whether it is done (the progress engine's), complete()
 // waits for it (a blocking call's).
-template <class Lane>
+template <class View>
 struct p2p_posted {
-  p2p_posted(Lane lane, p2p_header header) : l(std::move(lane)), h(header) {}
-  Lane l;
+  p2p_posted(View view, p2p_header header) : l(std::move(view)), h(header) {}
+  View l;
   p2p_header h;
-  typename Lane::request head, body;
+  typename View::request head, body;
   bool head_done = false;
   bool poll() {
     if (!head_done && !(head_done = test(l, head))) return false;
@@ -66,10 +66,10 @@ struct p2p_posted {
   }
 };
 
-template <class Lane, element E>
-std::shared_ptr<p2p_posted<Lane>> post_send(Lane lane, std::span<const E> data, int peer, int tag) {
-  check_peer("send", lane.rank(), lane.size(), peer);
-  auto m = std::make_shared<p2p_posted<Lane>>(std::move(lane), p2p_header{tag, std::uint64_t(dtype_of<E>), data.size(), data.size_bytes()});
+template <class View, element E>
+std::shared_ptr<p2p_posted<View>> post_send(View view, std::span<const E> data, int peer, int tag) {
+  check_peer("send", view.rank(), view.size(), peer);
+  auto m = std::make_shared<p2p_posted<View>>(std::move(view), p2p_header{tag, std::uint64_t(dtype_of<E>), data.size(), data.size_bytes()});
   m->head = m->l.isend(peer, std::as_bytes(std::span<const p2p_header>(&m->h, 1)));
   m->body = m->l.isend(peer, std::as_bytes(data));
   return m;
@@ -84,9 +84,9 @@ std::shared_ptr<p2p_posted<Lane>> post_send(Lane lane, std::span<const E> data, 
 // that no one waits for; a receive from any source receives a header
 // only from a peer whose message has arrived (the transport's probe()).
 // One per communicator, shared by its receives.
-template <class Lane>
+template <class View>
 class p2p_matcher {
-  using request = typename Lane::request;
+  using request = typename View::request;
   struct kept {  // a message that came before its receive
     int peer;
     p2p_header h;
@@ -118,17 +118,17 @@ class p2p_matcher {
   // returns its poll (true once the data is in; raises on a mismatch or a
   // failed peer). The sender's rank goes to *source, if given, once known.
   template <element E>
-  std::function<bool()> post(Lane lane, std::span<E> data, int peer, int tag, int* source = nullptr) {
+  std::function<bool()> post(View view, std::span<E> data, int peer, int tag, int* source = nullptr) {
     if (peer == any_source) {
-      if constexpr (!probing_transport<Lane>)
-        throw error("recv", lane.rank(), "receiving from any source needs a transport that can probe() (threads, shared memory, MPI)");
+      if constexpr (!probing_transport<View>)
+        throw error("recv", view.rank(), "receiving from any source needs a transport that can probe() (threads, shared memory, MPI)");
     } else {
-      check_peer("recv", lane.rank(), lane.size(), peer);
+      check_peer("recv", view.rank(), view.size(), peer);
     }
     std::lock_guard lk(m_);
-    if (heads_.empty()) heads_.resize(lane.size());
+    if (heads_.empty()) heads_.resize(view.size());
     auto w = std::make_shared<receive>(receive{peer, tag, source, std::as_writable_bytes(data), std::uint64_t(dtype_of<E>),
-                                               data.size(), nullptr, {}, std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_of(lane)),
+                                               data.size(), nullptr, {}, std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_of(view)),
                                                false, false});
     for (auto it = kept_.begin(); it != kept_.end(); ++it)
       if (w->takes((*it)->peer, (*it)->h.tag)) {
@@ -139,14 +139,14 @@ class p2p_matcher {
         break;
       }
     if (!w->matched) waiting_.push_back(w);
-    return [this, lane = std::move(lane), w]() mutable {
+    return [this, view = std::move(view), w]() mutable {
       std::lock_guard lk(m_);
-      return poll(lane, *w);
+      return poll(view, *w);
     };
   }
 
  private:
-  bool poll(Lane& l, receive& w) {
+  bool poll(View& l, receive& w) {
     if (w.done) return true;
     if (!failed_.empty()) throw error("recv", l.rank(), failed_);
     advance(l);
@@ -168,7 +168,7 @@ class p2p_matcher {
   }
   // Receives the headers the waiting receives need, and the bodies of
   // messages in flight.
-  void advance(Lane& l) {
+  void advance(View& l) {
     for (auto& k : all_kept_)
       if (!k->in) k->in = test(l, k->body);
     std::erase_if(all_kept_, [](const auto& k) { return k->in; });
@@ -192,7 +192,7 @@ class p2p_matcher {
   }
   // A header from p: its body goes to the first receive waiting for its
   // tag, or is kept.
-  void arrived(Lane& l, int p, const p2p_header& h) {
+  void arrived(View& l, int p, const p2p_header& h) {
     if (h.type > 255 || size_of(dtype(h.type)) == 0 || h.bytes != h.count * size_of(dtype(h.type)))
       throw error("recv", l.rank(), failed_ = cat("rank ", p, " sent something other than a point-to-point message (a collective's? "
                                                    "the calls of the two ranks do not match)"));
@@ -221,12 +221,12 @@ class p2p_matcher {
   }
 
   // How long the transport waits on a peer (RINGTREE_TIMEOUT where it cannot say).
-  static std::chrono::duration<double> timeout_of(const Lane& l) {
-    if constexpr (timed_transport<Lane>) return l.timeout();
+  static std::chrono::duration<double> timeout_of(const View& l) {
+    if constexpr (timed_transport<View>) return l.timeout();
     else return default_timeout();
   }
-  static bool probe(Lane& l, int p) {
-    if constexpr (probing_transport<Lane>) return l.probe(p);
+  static bool probe(View& l, int p) {
+    if constexpr (probing_transport<View>) return l.probe(p);
     else return false;
   }
 

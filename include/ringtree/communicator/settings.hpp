@@ -106,11 +106,11 @@ static_assert(std::size(decisive_settings) == 4 + 5 + 7 + 2);
 
 // Every rank states every entry's word; all raise alike where one differs.
 template <transport T>
-void agree_on_settings(T& lane, int rank, const opened_settings& s) {
+void agree_on_settings(T& view, int rank, const opened_settings& s) {
   std::vector<std::uint64_t> mine;
   for (const auto& f : decisive_settings) mine.push_back(f.word(s));
-  const auto all = gather_words(lane, std::span<const std::uint64_t>(mine));
-  if (auto d = first_difference(all, lane.size(), std::span<const decisive_setting>(decisive_settings), mine.size()); !d.empty())
+  const auto all = gather_words(view, std::span<const std::uint64_t>(mine));
+  if (auto d = first_difference(all, view.size(), std::span<const decisive_setting>(decisive_settings), mine.size()); !d.empty())
     throw error("communicator", rank, cat("the ranks opened it with different settings, so they could run different ",
                                           "algorithms on one call: ", d, ". Give every rank the same options and RINGTREE_* variables"));
 }

@@ -143,12 +143,12 @@ class world {
         if (i < static_cast<int>(layout_.members(h).size())) m.push_back(layout_.members(h)[i]), k.push_back(k.size());
       add_group(m, k);
     }
-    lanes_.resize(3 * static_cast<std::size_t>(n_));
+    transports_.resize(3 * static_cast<std::size_t>(n_));
     for (int r = 0; r < n_; ++r) {
       const int h = host_of_[r], i = layout_.index_of(r);
-      lane(r, 0) = make_lane(0, r, r);
-      lane(r, 1) = make_lane(1 + h, i, r);
-      lane(r, 2) = make_lane(1 + H + i, h_rank_in_cross(r), r);
+      transport_of(r, 0) = make_transport(0, r, r);
+      transport_of(r, 1) = make_transport(1 + h, i, r);
+      transport_of(r, 2) = make_transport(1 + H + i, h_rank_in_cross(r), r);
     }
   }
   world(const world&) = delete;
@@ -172,7 +172,7 @@ class world {
     while (static_cast<int>(stacks_.size()) < n_) stacks_.push_back(std::make_unique<stack>(opt_.stack_bytes));
     for (int r = 0; r < n_; ++r) {
       fibers.push_back(std::make_unique<fiber>([this, r, &f] {
-        f(lane(r, 0));
+        f(transport_of(r, 0));
         ranks_[r].finished = ranks_[r].clock;
       }, *stacks_[r]));
       schedule(0, r);
@@ -274,7 +274,7 @@ class world {
     for (int g = 0; g < h; ++g) at += i < static_cast<int>(layout_.members(g).size()) ? 1 : 0;
     return at;
   }
-  transport make_lane(int group, int me, int world_rank) {
+  transport make_transport(int group, int me, int world_rank) {
     transport t;
     t.w_ = this;
     t.group_ = group;
@@ -283,7 +283,7 @@ class world {
     t.world_rank_ = world_rank;
     return t;
   }
-  transport& lane(int r, int which) { return lanes_[3 * static_cast<std::size_t>(r) + which]; }
+  transport& transport_of(int r, int which) { return transports_[3 * static_cast<std::size_t>(r) + which]; }
 
   void reset() {
     ranks_.assign(n_, rank_state{});
@@ -410,7 +410,7 @@ class world {
   host_layout layout_;
   std::vector<int> host_of_;
   std::vector<group_info> groups_;
-  std::vector<transport> lanes_;  // per rank: the world's, its host's, its index's
+  std::vector<transport> transports_;  // per rank: the world's, its host's, its index's
   std::vector<std::unique_ptr<stack>> stacks_;
   links links_;
 
@@ -440,11 +440,11 @@ inline void transport::wait(request& r) { w_->wait(*this, r); }
 inline const host_layout& transport::layout() const noexcept { return w_->groups_[group_].layout; }
 inline transport& transport::host_local() {
   if (group_ != 0) throw error("host_local", me_, "only the world's transport has host parts");
-  return w_->lane(world_rank_, 1);
+  return w_->transport_of(world_rank_, 1);
 }
 inline transport& transport::host_cross() {
   if (group_ != 0) throw error("host_cross", me_, "only the world's transport has host parts");
-  return w_->lane(world_rank_, 2);
+  return w_->transport_of(world_rank_, 2);
 }
 
 template <class E>

@@ -80,9 +80,9 @@ watched_run watch_once(const watch_options& o, algorithm a, const std::vector<st
     for (int s = std::max(0, at[r] - 1); s <= step - 2; ++s) snaps[r][s] = w.ranks[r].data;
     at[r] = step;
   };
-  auto run = [&](auto& lane) {
-    auto& b = w.ranks[lane.rank()];
-    run_row(lane, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
+  auto run = [&](auto& view) {
+    auto& b = w.ranks[view.rank()];
+    run_row(view, o.what, a, o.chunks, std::span<const std::uint64_t>(b.in), std::span<std::uint64_t>(b.data), op::sum, o.root, "ringtree-trace");
   };
   if (o.simulate) {
     sim::options so;
@@ -95,8 +95,8 @@ watched_run watch_once(const watch_options& o, algorithm a, const std::vector<st
     sim::world world(so);
     w.rec->clock = [&world] { return world.clock_us(); };
     world.run([&](sim::transport& t) {
-      traced_transport<sim::transport> lane(t, w.rec.get());
-      run(lane);
+      traced_transport<sim::transport> view(t, w.rec.get());
+      run(view);
     });
     w.rec->clock = nullptr;
   } else {
@@ -104,11 +104,11 @@ watched_run watch_once(const watch_options& o, algorithm a, const std::vector<st
     world.run([&](local_transport& t) {
       if (o.hosts > 1) {
         host_groups<local_transport> h(t, host_key);
-        traced_transport<host_groups<local_transport>> lane(h, w.rec.get());
-        run(lane);
+        traced_transport<host_groups<local_transport>> view(h, w.rec.get());
+        run(view);
       } else {
-        traced_transport<local_transport> lane(t, w.rec.get());
-        run(lane);
+        traced_transport<local_transport> view(t, w.rec.get());
+        run(view);
       }
     });
   }

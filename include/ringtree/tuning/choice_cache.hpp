@@ -1,6 +1,6 @@
 #pragma once
 // The choice cache: what algorithm::automatic picked in each size bin, by
-// measurement (tuning_table), and the file that keeps it between runs
+// measurement (measured_choices), and the file that keeps it between runs
 // (load_tuning / save_tuning), valid for one CPU and one version. Apart
 // from the cost model's file because it is another file with other rules:
 // measured choices, not constants, and thrown away rather than trusted
@@ -30,7 +30,7 @@ namespace detail {
 // measures; this keeps the choices). Bin b holds the sizes in
 // (2^(b-1), 2^b] bytes and is measured at 2^b; calls above 2^max_bin
 // (64 MiB) use that bin's choice. algorithm::automatic: not measured yet.
-struct tuning_table {
+struct measured_choices {
   static constexpr int max_bin = 26;
   static constexpr std::size_t collectives = std::size(all_collectives);
   static int bin_of(std::size_t bytes) noexcept {
@@ -41,14 +41,22 @@ struct tuning_table {
   void set(collective c, int bin, algorithm a) noexcept { pick[std::size_t(c) * (max_bin + 1) + bin] = std::uint8_t(a); }
 };
 
+}  // namespace detail
+
+// The largest size automatic measures (its last bin); larger calls use
+// that bin's choice. comm.tune() measures up to it by default.
+inline constexpr std::size_t largest_measured_bytes = std::size_t{1} << detail::measured_choices::max_bin;
+
+namespace detail {
+
 // The cache of choices: one file per transport and rank count, valid for
 // one CPU model and one version of ringtree (a newer version may have
 // other algorithms, or faster ones).
 inline std::string tuning_path(const std::string& transport, int ranks, const config& cfg) {
   return cat(cfg.cache_dir, "/tuned-", transport, "-", ranks, "ranks.txt");
 }
-inline loaded_files<tuning_table>& loaded_tunings() {
-  static loaded_files<tuning_table> tables;
+inline loaded_files<measured_choices>& loaded_tunings() {
+  static loaded_files<measured_choices> tables;
   return tables;
 }
 
@@ -86,16 +94,16 @@ inline std::optional<std::pair<std::string, int>> name_and_bin(const std::string
   std::istringstream ks(key);
   std::string name, rest;
   std::size_t bytes = 0;
-  if (!(ks >> name >> bytes) || (ks >> rest) || !std::has_single_bit(bytes) || tuning_table::bin_of(bytes) != std::countr_zero(bytes))
+  if (!(ks >> name >> bytes) || (ks >> rest) || !std::has_single_bit(bytes) || measured_choices::bin_of(bytes) != std::countr_zero(bytes))
     return std::nullopt;
-  return std::pair{name, tuning_table::bin_of(bytes)};
+  return std::pair{name, measured_choices::bin_of(bytes)};
 }
 
 // The table in a cache file's text, or nothing if it was made on another
 // CPU or by another version. Lines: "cpu = ...", "version = ...",
 // "<collective> <bytes> = <algorithm>".
-inline std::optional<tuning_table> parse_tuning(const std::string& text, const std::string& path, int rank) {
-  tuning_table t;
+inline std::optional<measured_choices> parse_tuning(const std::string& text, const std::string& path, int rank) {
+  measured_choices t;
   const bool here = read_choice_file(
       text,
       [&](const std::string& key, const std::string& value) {
@@ -116,14 +124,14 @@ inline std::optional<tuning_table> parse_tuning(const std::string& text, const s
 // Every rank calls this: rank 0 finds the table (this process's, or the
 // cache file's unless `fresh`) and every rank ends with rank 0's.
 template <transport T>
-void load_tuning(T t, tuning_table& table, bool fresh, const config& cfg) {
+void load_tuning(T t, measured_choices& table, bool fresh, const config& cfg) {
   const std::string path = tuning_path(cache_name(t), t.size(), cfg);
   std::uint8_t state = 0;  // 1: rank 0 failed
   std::optional<error> failed;
   if (t.rank() == 0) {
     std::lock_guard lk(loaded_models_mutex());
     try {
-      if (const tuning_table* done = fresh ? nullptr : loaded_tunings().find(path)) table = *done;
+      if (const measured_choices* done = fresh ? nullptr : loaded_tunings().find(path)) table = *done;
       else if (!fresh)
         if (auto text = read_text_file(path, "tuning", "tuning", 0))
           if (auto found = parse_tuning(*text, path, 0)) table = *found;
@@ -143,14 +151,14 @@ void load_tuning(T t, tuning_table& table, bool fresh, const config& cfg) {
 
 // Rank 0 keeps the table for this process and writes the cache file.
 template <transport T>
-void save_tuning(T t, const tuning_table& table, const config& cfg) {
+void save_tuning(T t, const measured_choices& table, const config& cfg) {
   if (t.rank() != 0) return;
   const std::string name = cache_name(t), path = tuning_path(name, t.size(), cfg);
   std::string text = cat("# ringtree: what automatic runs, measured on this transport (", name, ", ", t.size(), " ranks), ",
                          measured_stamp(), "\n# delete this file (or RINGTREE_TUNE=fresh) to measure again\ncpu = ", cpu_model(),
                          "\nversion = ", version_string, "\n");
   for (collective c : all_collectives)
-    for (int b = 0; b <= tuning_table::max_bin; ++b)
+    for (int b = 0; b <= measured_choices::max_bin; ++b)
       if (table.get(c, b) != algorithm::automatic) text += cat(to_string(c), " ", std::size_t{1} << b, " = ", to_string(table.get(c, b)), "\n");
   std::lock_guard lk(loaded_models_mutex());
   loaded_tunings().put(path, table);

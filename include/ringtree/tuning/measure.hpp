@@ -171,13 +171,13 @@ std::vector<double> measured_medians(Comm& comm, std::span<const algorithm> algo
 // measured already, its choice stays unless another is faster by more than
 // stable_ratio (a noisy moment put ring at 256 KiB between two two_shot
 // bins, where it ran at 0.7x MPI's own).
-inline std::optional<algorithm> neighbours_choice(const tuning_table* table, collective c, int bin,
+inline std::optional<algorithm> neighbours_choice(const measured_choices* table, collective c, int bin,
                                                   std::span<const algorithm> algos, std::span<const double> median) {
   constexpr double stable_ratio = 1.10;
   if (table == nullptr) return std::nullopt;
   const double fastest = *std::min_element(median.begin(), median.end());
   for (int nb : {bin - 1, bin + 1}) {
-    if (nb < 0 || nb > tuning_table::max_bin) continue;
+    if (nb < 0 || nb > measured_choices::max_bin) continue;
     const algorithm there = table->get(c, nb);
     for (std::size_t i = 0; i < algos.size(); ++i)
       if (algos[i] == there && median[i] <= fastest * stable_ratio) return there;
