@@ -298,12 +298,14 @@ TEST_CASE("RINGTREE_ALGO takes one algorithm per collective; the others stay aut
   CHECK(chosen(";reduce:tree;")[2] == algorithm::tree);  // empty items are skipped
   if (was.empty()) unsetenv("RINGTREE_TUNE");
   else setenv("RINGTREE_TUNE", was.c_str(), 1);
-  for (const auto& [spec, says] : std::vector<std::pair<const char*, const char*>>{
+  for (const auto& bad : std::vector<std::pair<const char*, const char*>>{
            {"allreduc:ring", "unknown collective 'allreduc'"},
            {"allreduce:magic", "unknown algorithm 'magic'"},
            {"allreduce:ring;allreduce:tree", "'allreduce' is named twice"},
            {"broadcast:rabenseifner", "broadcast has no algorithm 'rabenseifner' (its algorithms: ring, tree"},
            {"allreduce:ring;tree", "'tree' in 'allreduce:ring;tree' names no collective"}}) {
+    const char* spec = bad.first;  // (not a structured binding: clang 14 cannot capture one)
+    const char* says = bad.second;
     CAPTURE(spec);
     setenv("RINGTREE_ALGO", spec, 1);
     local_world(1).run([&](local_transport& t) {
