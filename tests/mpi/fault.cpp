@@ -34,6 +34,7 @@
 #include <ringtree/transport/mpi.hpp>
 
 #include "fault_transport.hpp"
+#include "test_time.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
@@ -81,7 +82,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<std::vector<float>> kept;  // the caller's buffer of a failed call: alive until MPI_Finalize
   {
     mpi_transport t(MPI_COMM_WORLD);
-    rt_test::faulty_transport<mpi_transport> ft(t, 1, f, 3, 4s);  // after 3 posted sends and receives
+    // after 3 posted sends and receives; 4 s (scaled on a loaded machine):
+    // well past the neighbours' 1 s timeout, so theirs fires while it sleeps
+    rt_test::faulty_transport<mpi_transport> ft(t, 1, f, 3, rt_test::scaled(4s));
     communicator_options o;
     o.checked = mode == "mismatch-checked";
     o.model = cost_model{};
@@ -109,7 +112,7 @@ int main(int argc, char** argv) {
   }
   // After a timeout: the communicator and transport are gone; what MPI may
   // still do with the stalled rank's late messages must touch nothing freed.
-  std::this_thread::sleep_for(finalize ? 5s : 0s);
+  std::this_thread::sleep_for(finalize ? rt_test::scaled(5s) : std::chrono::duration<double>(0));
   MPI_Finalize();
   if (finalize) std::printf("rank %d: finalized after the error\n", rank);
   return 0;
