@@ -34,7 +34,6 @@
 
 using namespace ringtree;
 using namespace std::chrono_literals;
-using rt_test::outcome;
 using rt_test::run_processes;
 
 namespace {

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,21 +24,18 @@
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/shm.hpp>
 
-#include "tools/collective_check.hpp"
 #include "process_check.hpp"
 #include "host_check.hpp"
 #include "shm_check.hpp"
 
 using namespace ringtree;
 using namespace std::chrono_literals;
-using rt_test::outcome;
 using rt_test::run_processes;
 
 namespace {
 
 using rt_test::exited_ok;
 using rt_test::has;
-using rt_test::shm_entries;
 using rt_test::unique_name;
 
 }  // namespace

@@ -4,9 +4,7 @@
 #include <mpi.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,7 +20,6 @@ using namespace ringtree;
 using namespace std::chrono_literals;
 
 namespace {
-using rt_test::all_ranks;
 using rt_test::has;
 using rt_test::world_rank;
 using rt_test::world_size;
