@@ -1,5 +1,4 @@
-// The ringtree-prebuilt library: see include/ringtree/prebuilt.hpp.
-#define RINGTREE_BUILDING_PREBUILT
-#include <ringtree/prebuilt.hpp>
-
-RINGTREE_PREBUILT_TRANSPORT(template, ringtree::local_transport)
+// The ringtree-prebuilt library: ringtree's cold code and the communicators
+// of include/ringtree/prebuilt.hpp, compiled once (core/compiled.hpp).
+#define RINGTREE_IMPLEMENTATION
+#include <ringtree/ringtree.hpp>

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# What a trainer's file pays to compile with ringtree: one.cpp (the
-# umbrella and one float all-reduce on local_world) against none.cpp (the
-# same program without ringtree), header-only and with the prebuilt part
-# declared (RINGTREE_PREBUILT: its calls are compiled once, in the
-# library). CPU time (user + sys), the least of ROUNDS compiles, g++ -O2:
-# wall time on a shared machine is noise.
+# What a trainer's file pays to compile with ringtree, against none.cpp (the
+# same program without ringtree): one.cpp (the umbrella, one float
+# all-reduce on local_world) and shm.cpp (the same on shared memory), in
+# the modes of core/compiled.hpp:
+#   header    header-only (the default: no build step)
+#   prebuilt  RINGTREE_PREBUILT: the cold code and the communicators are
+#             compiled elsewhere (the ringtree-prebuilt library, or the
+#             program's one file with RINGTREE_IMPLEMENTATION)
+# and that one file itself (implementation.cpp, compiled once per program).
+# CPU time (user + sys), the least of ROUNDS compiles (the implementation
+# file: one), g++ -O2: wall time on a shared machine is noise.
 #   bench/compile_cost/measure.sh [INCLUDE_DIR...]    (default: include/)
 # Several include dirs (an older checkout's, say) are measured in the same
 # run, alternating, for before/after.
@@ -21,23 +26,32 @@ cpu() {  # cpu FILE FLAGS... -> seconds
   local f=$1; shift
   { /usr/bin/time -f '%U %S' "$cxx" -std=c++20 -O2 "$@" -c "$f" -o "$out/x.o"; } 2>&1 >/dev/null | tail -1 | awk '{print $1 + $2}'
 }
+least() { awk -v a="$1" -v b="${2:-99999}" 'BEGIN{print (a<b)?a:b}'; }
 declare -A best
+rows=()
 for ((k = 0; k < rounds; ++k)); do
-  for key in none; do
-    t=$(cpu "$here/none.cpp"); b=${best[none]:-99}; best[none]=$(awk -v a="$t" -v b="$b" 'BEGIN{print (a<b)?a:b}')
-  done
+  best[none]=$(least "$(cpu "$here/none.cpp")" "${best[none]:-}")
   for i in "${!dirs[@]}"; do
-    for mode in header prebuilt; do
-      flags=(-I"${dirs[$i]}"); [ $mode = prebuilt ] && flags+=(-DRINGTREE_PREBUILT)
-      t=$(cpu "$here/one.cpp" "${flags[@]}"); b=${best[$i.$mode]:-99}
-      best[$i.$mode]=$(awk -v a="$t" -v b="$b" 'BEGIN{print (a<b)?a:b}')
+    for file in one shm; do
+      for mode in header prebuilt; do
+        flags=(-I"${dirs[$i]}"); [ $mode = prebuilt ] && flags+=(-DRINGTREE_PREBUILT)
+        key="$i $file.cpp ($mode)"
+        [ $k -eq 0 ] && rows+=("$key")
+        best[$key]=$(least "$(cpu "$here/$file.cpp" "${flags[@]}")" "${best[$key]:-}")
+      done
     done
   done
 done
-printf '%-52s %8s %8s\n' "include dir" "seconds" "ratio"
-printf '%-52s %8s %8s\n' "(none.cpp: no ringtree)" "${best[none]}" "1.0"
-for i in "${!dirs[@]}"; do
-  for mode in header prebuilt; do
-    printf '%-52s %8s %8s\n' "${dirs[$i]} ($mode)" "${best[$i.$mode]}" "$(awk -v a="${best[$i.$mode]}" -v b="${best[none]}" 'BEGIN{printf "%.1fx", a/b}')"
-  done
+for i in "${!dirs[@]}"; do  # once: a program compiles it once
+  if [ -f "${dirs[$i]}/ringtree/core/compiled.hpp" ]; then
+    key="$i implementation.cpp (once)"
+    rows+=("$key")
+    best[$key]=$(cpu "$here/implementation.cpp" -I"${dirs[$i]}")
+  fi
+done
+printf '%-64s %8s %8s\n' "file (mode), include dir" "seconds" "ratio"
+printf '%-64s %8s %8s\n' "none.cpp (no ringtree)" "${best[none]}" "1.0x"
+for key in "${rows[@]}"; do
+  i=${key%% *}
+  printf '%-64s %8s %8s\n' "${key#* }, ${dirs[$i]}" "${best[$key]}" "$(awk -v a="${best[$key]}" -v b="${best[none]}" 'BEGIN{printf "%.1fx", a/b}')"
 done

@@ -165,11 +165,7 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
   void allgather(In&& in, Out&& out, algorithm a = algorithm::automatic) {
     allgather_impl(const_view(in), view(out), a);
   }
-  void barrier() {
-    call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
-    finish<collective::barrier>(c);
-    run<collective::barrier>(c.algo);
-  }
+  void barrier();
 
   // Rank i's `in` holds size() blocks of out.size() / size() elements;
   // block j goes to rank j, and `out`'s block j comes from rank j.
@@ -243,7 +239,7 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
   // the same color form a new communicator, ordered by key (then by rank
   // here), with channels of their own, so its messages never mix with this
   // one's. Pipeline stages and data-parallel replicas at once, for example.
-  auto split(int color, int key);
+  communicator<detail::split_transport_t<Transport>> split(int color, int key);
 
  private:
   friend class detail::chooser;
@@ -384,7 +380,10 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
 
 }  // namespace ringtree
 
-// The members' bodies, each concern in its piece.
-#include <ringtree/communicator/dispatch.hpp>
-#include <ringtree/communicator/collectives.hpp>
-#include <ringtree/communicator/open.hpp>
+// The members' bodies (communicator-inl.hpp). With RINGTREE_PREBUILT a file
+// sees the class alone: the communicators of the prebuilt transports come
+// from the library (prebuilt.hpp), and a file that makes one over another
+// transport includes <ringtree/communicator-inl.hpp> itself.
+#if RINGTREE_DEFINES
+#include <ringtree/communicator-inl.hpp>
+#endif

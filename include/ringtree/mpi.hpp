@@ -9,7 +9,9 @@
 #include <utility>
 
 #include <ringtree/communicator.hpp>
+#include <ringtree/prebuilt.hpp>
 #include <ringtree/transport/cluster.hpp>
+#include <ringtree/transport/mpi.hpp>
 
 namespace ringtree {
 
@@ -22,3 +24,16 @@ inline communicator<cluster_transport> make_communicator(MPI_Comm comm, communic
 }
 
 }  // namespace ringtree
+
+// The compiled part for MPI (as prebuilt.hpp for one host): the communicators
+// over MPI and over the cluster transport, declared here with
+// RINGTREE_PREBUILT (the ringtree-prebuilt-mpi library holds them), defined
+// in the one file with RINGTREE_IMPLEMENTATION (or the library's own,
+// RINGTREE_IMPLEMENTATION_MPI).
+#if defined(RINGTREE_IMPLEMENTATION) || defined(RINGTREE_IMPLEMENTATION_MPI)
+RINGTREE_PREBUILT_TRANSPORT(template, ringtree::mpi_transport)
+RINGTREE_PREBUILT_TRANSPORT(template, ringtree::cluster_transport)
+#elif defined(RINGTREE_PREBUILT)
+RINGTREE_PREBUILT_TRANSPORT(extern template, ringtree::mpi_transport)
+RINGTREE_PREBUILT_TRANSPORT(extern template, ringtree::cluster_transport)
+#endif

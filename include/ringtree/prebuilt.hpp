@@ -1,20 +1,23 @@
 #pragma once
-// The optional compiled part of ringtree: communicators over the in-process
-// transport for every element type, compiled once into the
-// ringtree-prebuilt library (src/prebuilt.cpp) instead of in every file
-// that makes a call. With RINGTREE_PREBUILT defined (Meson's
-// dependency('ringtree-prebuilt') defines it and links the library), these
-// explicit instantiation declarations tell the compiler not to instantiate
-// them here; without it, everything is instantiated where used, as for any
-// header-only library. Other transports are always instantiated where used.
+// The compiled part of ringtree (core/compiled.hpp says the three modes):
+// the communicators over the transports one host deploys (threads,
+// shared memory) for every element type, and the shared-memory transport
+// itself. With RINGTREE_PREBUILT these explicit instantiation declarations
+// tell the compiler not to instantiate them in this file (the class's
+// member bodies are not even in view); with RINGTREE_IMPLEMENTATION this
+// file instantiates them, once for the program (the ringtree-prebuilt
+// library is src/prebuilt.cpp, which does just that). Header-only, it adds
+// nothing. MPI's transports are in <ringtree/mpi.hpp>, the same way.
 #include <cstdint>
 
 #include <ringtree/communicator.hpp>
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/core/dtype.hpp>
 #include <ringtree/transport/local.hpp>
+#include <ringtree/transport/shm.hpp>
 
-// The collectives of communicator<T> for element type E, declared
-// (`extern template`) or defined (`template`).
+// The members of communicator<T> that are templates over element type E,
+// declared (`extern template`) or defined (`template`).
 #define RINGTREE_COLLECTIVES_OF(KIND, T, E)                                                                          \
   KIND void ringtree::communicator<T>::allreduce_impl<E>(std::span<const E>, std::span<E>, op, algorithm);            \
   KIND void ringtree::communicator<T>::broadcast_impl<E>(std::span<E>, int, algorithm);                              \
@@ -24,7 +27,8 @@
   KIND void ringtree::communicator<T>::reduce_scatter_impl<E>(std::span<const E>, std::span<E>, op, algorithm);      \
   KIND void ringtree::communicator<T>::allgather_impl<E>(std::span<const E>, std::span<E>, algorithm);            \
   KIND void ringtree::communicator<T>::alltoall_impl<E>(std::span<const E>, std::span<const std::size_t>, std::span<E>, \
-                                                        std::span<const std::size_t>, algorithm);
+                                                        std::span<const std::size_t>, algorithm);                    \
+  KIND ringtree::symmetric_buffer<E> ringtree::communicator<T>::allocate<E>(std::size_t);
 #define RINGTREE_PREBUILT_TRANSPORT(KIND, T)           \
   KIND class ringtree::communicator<T>;                \
   RINGTREE_COLLECTIVES_OF(KIND, T, float)              \
@@ -40,6 +44,12 @@
   RINGTREE_COLLECTIVES_OF(KIND, T, std::int64_t)       \
   RINGTREE_COLLECTIVES_OF(KIND, T, std::uint64_t)
 
-#if defined(RINGTREE_PREBUILT) && !defined(RINGTREE_BUILDING_PREBUILT)
+#if defined(RINGTREE_IMPLEMENTATION)
+template class ringtree::slot_transport<ringtree::detail::host_slots>;
+RINGTREE_PREBUILT_TRANSPORT(template, ringtree::local_transport)
+RINGTREE_PREBUILT_TRANSPORT(template, ringtree::shm_transport)
+#elif defined(RINGTREE_PREBUILT)
+extern template class ringtree::slot_transport<ringtree::detail::host_slots>;
 RINGTREE_PREBUILT_TRANSPORT(extern template, ringtree::local_transport)
+RINGTREE_PREBUILT_TRANSPORT(extern template, ringtree::shm_transport)
 #endif

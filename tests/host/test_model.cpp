@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ringtree/communicator-inl.hpp>
 #include <ringtree/ringtree.hpp>
 
 #include "tools/collective_check.hpp"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include <ringtree/communicator-inl.hpp>
 #include <ringtree/ringtree.hpp>
 
 #include "fault_transport.hpp"

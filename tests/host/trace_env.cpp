@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include <ringtree/communicator-inl.hpp>  // over traced_transport, also with RINGTREE_PREBUILT
 #include <ringtree/ringtree.hpp>
 
 #include "json_check.hpp"

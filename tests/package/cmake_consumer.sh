@@ -6,11 +6,15 @@
 #      and ringtreeConfigVersion.cmake are there, and pkg-config ringtree-mpi's
 #      flags (-std=c++20 from ringtree, MPI's, no MPI C++ bindings) compile
 #      the umbrella and the MPI header;
-#   3. the prefix is moved (the CMake package must be relocatable) and
+#   3. reconfigured with -Dprebuilt=true, `meson install` adds the compiled
+#      part: libringtree-prebuilt.a (and -prebuilt-mpi.a), ringtree-prebuilt.pc,
+#      whose flags build and link a program that runs;
+#   4. the prefix is moved (the CMake package must be relocatable) and
 #      tests/package/cmake_consumer (find_package(ringtree CONFIG REQUIRED),
 #      ringtree::ringtree, and ringtree::mpi with COMPONENTS mpi) is configured,
 #      built and run: a 2-rank local_world allreduce, and a 2-rank
-#      mpi_transport allreduce under mpirun.
+#      mpi_transport allreduce under mpirun; and the same two against
+#      ringtree::prebuilt and ringtree::prebuilt_mpi.
 # Usage: cmake_consumer.sh SOURCE_DIR. Exit 77 (skip) without cmake.
 set -euo pipefail
 src=$(cd "${1:?usage: cmake_consumer.sh SOURCE_DIR}" && pwd)
@@ -65,18 +69,35 @@ else
 fi
 echo "pkg-config ringtree$([ $with_mpi = ON ] && echo ' and ringtree-mpi'): $((SECONDS - t0)) s"
 
+# The compiled part, installed on request.
+run_logged "$tmp/configure.log" nice -n 19 meson configure "$tmp/build" -Dprebuilt=true
+run_logged "$tmp/install2.log" nice -n 19 meson install -C "$tmp/build"
+[ -n "$(find "$tmp/prefix" -name libringtree-prebuilt.a)" ] || fail "-Dprebuilt=true installed no libringtree-prebuilt.a"
+[ -f "$(dirname "$pc")/ringtree-prebuilt.pc" ] || fail "-Dprebuilt=true installed no ringtree-prebuilt.pc"
+case " $(pkg-config --cflags ringtree-prebuilt) " in *" -DRINGTREE_PREBUILT "*) ;; *) fail "pkg-config --cflags ringtree-prebuilt has no -DRINGTREE_PREBUILT" ;; esac
+# shellcheck disable=SC2046
+nice -n 19 $cxx $(pkg-config --cflags ringtree-prebuilt) "$src/tests/package/cmake_consumer/main.cpp" \
+  $(pkg-config --libs ringtree-prebuilt) -o "$tmp/pc_prebuilt" || fail "main.cpp does not build with pkg-config ringtree-prebuilt"
+"$tmp/pc_prebuilt" | grep -q '(prebuilt) local_world allreduce over 2 ranks: ok' || fail "pkg-config ringtree-prebuilt's program"
+if [ $with_mpi = ON ]; then
+  [ -f "$(dirname "$pc")/ringtree-prebuilt-mpi.pc" ] || fail "-Dprebuilt=true with MPI installed no ringtree-prebuilt-mpi.pc"
+fi
+echo "-Dprebuilt=true, pkg-config ringtree-prebuilt: $((SECONDS - t0)) s"
+
 # CMake, from a moved prefix.
 mv "$tmp/prefix" "$tmp/moved"
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 [ $with_mpi = ON ] || echo "no MPI (mpirun, or MPI's pkg-config module): ringtree::mpi is not tried"
 run_logged "$tmp/cmake.log" nice -n 19 cmake -S "$src/tests/package/cmake_consumer" -B "$tmp/consumer" "${gen[@]}" \
-  -DCMAKE_PREFIX_PATH="$tmp/moved" -DWITH_MPI=$with_mpi
+  -DCMAKE_PREFIX_PATH="$tmp/moved" -DWITH_MPI=$with_mpi -DWITH_PREBUILT=ON
 run_logged "$tmp/cmake-build.log" nice -n 19 cmake --build "$tmp/consumer" -j 2
 grep -rqs -- '-std=\(gnu\|c\)++20' "$tmp/consumer/build.ninja" "$tmp/consumer/CMakeFiles" ||
   fail "cxx_std_20 did not reach the consumer's compile command"
 "$tmp/consumer/local_consumer" || fail "local_consumer"
+"$tmp/consumer/local_prebuilt_consumer" | grep -q '(prebuilt)' || fail "local_prebuilt_consumer"
 if [ $with_mpi = ON ]; then
   mpirun --oversubscribe -np 2 "$tmp/consumer/mpi_consumer" || fail "mpi_consumer under mpirun -np 2"
+  mpirun --oversubscribe -np 2 "$tmp/consumer/mpi_prebuilt_consumer" || fail "mpi_prebuilt_consumer under mpirun -np 2"
 fi
 echo "cmake_consumer: all checks passed in $((SECONDS - t0)) s"

@@ -36,6 +36,7 @@ FLOORS = {
 # Top-level headers: the communicator's front door and the doors above it.
 TOP = {
     "communicator.hpp": ("communicator", 7),
+    "communicator-inl.hpp": ("communicator", 7),
     "mpi.hpp": ("front door", 9),
     "prebuilt.hpp": ("front door", 9),
     "ringtree.hpp": ("front door", 9),

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include <ringtree/communicator-inl.hpp>  // communicators over these (test_host is prebuilt)
 #include <ringtree/transport/transport.hpp>
 
 namespace rt_test {

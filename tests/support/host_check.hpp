@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/communicator-inl.hpp>  // communicators over the tests' own transports (test_host is prebuilt)
 #include <ringtree/transport/local.hpp>
 
 #include "test_time.hpp"

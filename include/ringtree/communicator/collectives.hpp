@@ -38,6 +38,13 @@ void communicator<Transport>::reduce_and_average(std::span<E> data, op o, Reduct
 // from instantiating them in every file (it would, for inlining, were they
 // defined in the class).
 template <transport Transport>
+void communicator<Transport>::barrier() {
+  call c = start<std::uint8_t>(collective::barrier, 0, op::sum, -1, algorithm::automatic, 0);
+  finish<collective::barrier>(c);
+  run<collective::barrier>(c.algo);
+}
+
+template <transport Transport>
 template <element E>
 void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E> out, op o, algorithm a) {
   call c = start<E>(collective::allreduce, in.size(), o, -1, a, in.size(), out);

@@ -95,7 +95,7 @@ symmetric_buffer<E> communicator<Transport>::allocate(std::size_t count) {
 }
 
 template <transport Transport>
-auto communicator<Transport>::split(int color, int key) {
+communicator<detail::split_transport_t<Transport>> communicator<Transport>::split(int color, int key) {
   quiesce();
   if (color < 0) throw error("split", rank(), detail::cat("color must be >= 0, got ", color));
   const int n = size();
@@ -107,9 +107,7 @@ auto communicator<Transport>::split(int color, int key) {
     if (all[2 * r] == color) members.push_back(r);
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
   const int index = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
-  auto part = t_->split(color, key, std::span<const int>(members), index);
-  using sub_transport = typename decltype(part)::element_type;
-  return communicator<sub_transport>(std::move(part), opt_);
+  return communicator<detail::split_transport_t<Transport>>(t_->split(color, key, std::span<const int>(members), index), opt_);
 }
 
 }  // namespace ringtree

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/core/error.hpp>
 
 namespace ringtree {
@@ -48,46 +49,18 @@ struct config {
     if (s == nullptr) return std::nullopt;
     return parse_flag(name, s);
   }
-  static bool parse_flag(const char* name, const char* s) {
-    if (std::string(s) == "0") return false;
-    if (std::string(s) == "1") return true;
-    throw error(name, -1, detail::cat("expected 0 or 1, got '", s, "'"));
-  }
+  static bool parse_flag(const char* name, const char* s);
   // A rank or a rank count: 0 .. 2^20.
   static std::optional<int> count(const char* name) {
     const char* s = get(name);
     if (s == nullptr) return std::nullopt;
     return parse_count(name, s);
   }
-  static int parse_count(const char* name, const char* s) {
-    char* end = nullptr;
-    const long x = std::strtol(s, &end, 10);
-    if (end == s || *end != '\0' || x < 0 || x > 1 << 20)
-      throw error(name, -1, detail::cat("expected a whole number from 0 to ", 1 << 20, ", got '", s, "'"));
-    return static_cast<int>(x);
-  }
-  static std::chrono::duration<double> parse_timeout(const char* s) {
-    char* end = nullptr;
-    const double v = std::strtod(s, &end);
-    if (end == s || *end != '\0' || !(v >= min_timeout_seconds) || v > max_timeout_seconds)
-      throw error("RINGTREE_TIMEOUT", -1, detail::cat("expected a number of seconds from ", min_timeout_seconds, " to ",
-                                                      max_timeout_seconds, ", got '", s, "'"));
-    return std::chrono::duration<double>(v);
-  }
-  static tuning parse_tune(const char* s) {
-    const std::string v = s;
-    if (v == "1") return tuning::measure;
-    if (v == "0") return tuning::model;
-    if (v == "fresh") return tuning::fresh;
-    if (v == "cached") return tuning::cached;
-    throw error("RINGTREE_TUNE", -1, detail::cat("expected 1, 0, fresh or cached, got '", s, "'"));
-  }
+  static int parse_count(const char* name, const char* s);
+  static std::chrono::duration<double> parse_timeout(const char* s);
+  static tuning parse_tune(const char* s);
   // ${XDG_CACHE_HOME:-$HOME/.cache}/ringtree, else /tmp/ringtree.
-  static std::string default_cache_dir() {
-    if (const char* x = get("XDG_CACHE_HOME")) return std::string(x) + "/ringtree";
-    if (const char* h = get("HOME")) return std::string(h) + "/.cache/ringtree";
-    return "/tmp/ringtree";
-  }
+  static std::string default_cache_dir();
 };
 
 // One row per variable: what README's table, the tools' --help and
@@ -132,24 +105,15 @@ inline constexpr env_variable env_variables[] = {
      [](config& c, const char* v) { c.shm_job = v; }},
 };
 
-inline config config::from_env() {
-  config c;
-  c.cache_dir = default_cache_dir();
-  for (const auto& v : env_variables)
-    if (const char* s = get(v.name)) v.read(c, s);
-  return c;
-}
-
 namespace detail {
 // The timeout for transports made without one.
-inline std::chrono::duration<double> default_timeout() { return config::from_env().timeout; }
-
+std::chrono::duration<double> default_timeout();
 // The table as the tools' --help prints it: "  NAME  meaning (default: ...)".
-inline std::string environment_help() {
-  std::string s = "Environment (every RINGTREE_* variable the library reads):\n";
-  for (const auto& v : env_variables) s += cat("  ", v.name, "  ", v.meaning, " (default: ", v.fallback, ")\n");
-  return s;
-}
+std::string environment_help();
 }  // namespace detail
 
 }  // namespace ringtree
+
+#if RINGTREE_DEFINES
+#include <ringtree/core/config-inl.hpp>
+#endif

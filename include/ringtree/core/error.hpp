@@ -2,6 +2,7 @@
 // One exception type for everything ringtree raises. Each error names the
 // call, the rank and the offending values, plus where in ringtree it was
 // raised, so a message from rank 7 of 64 is enough to act on.
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/core/cxx20.hpp>
 
 #include <sstream>
@@ -46,16 +47,7 @@ class error : public std::runtime_error {
 
  private:
   static std::string format(const std::string& call, int rank, const std::string& what,
-                            const detail::source_location& where) {
-    std::ostringstream os;
-    os << "ringtree: " << call;
-    if (rank >= 0) os << " on rank " << rank;
-    os << ": " << what;
-    std::string file = where.file_name();
-    if (auto slash = file.find_last_of('/'); slash != std::string::npos) file.erase(0, slash + 1);
-    os << " [" << file << ':' << where.line() << ']';
-    return os.str();
-  }
+                            const detail::source_location& where);
 
   std::string call_;
   int rank_;
@@ -88,9 +80,11 @@ std::string cat(const Args&... args) {
 // what the caller knows more (`then`: ": it stalled or is in another call").
 // A chain of waits (wait_board.hpp) puts the words after the chain.
 inline constexpr const char* whole_timeout_words = "the whole timeout (RINGTREE_TIMEOUT)";
-inline std::string waited_whole_timeout(double seconds, const std::string& whom, const std::string& then = "") {
-  return cat("waited ", seconds, " s for ", whom, ", ", whole_timeout_words, then);
-}
+std::string waited_whole_timeout(double seconds, const std::string& whom, const std::string& then = "");
 
 }  // namespace detail
 }  // namespace ringtree
+
+#if RINGTREE_DEFINES
+#include <ringtree/core/error-inl.hpp>
+#endif

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include <ringtree/algorithms/row_call.hpp>
-#include <ringtree/communicator.hpp>
+#include <ringtree/communicator-inl.hpp>  // over the simulator, also with RINGTREE_PREBUILT
 #include <ringtree/sim/world.hpp>
 #include <ringtree/trace/story.hpp>
 #include <ringtree/transport/hosts.hpp>

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include <ringtree/memory/host_memory.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
@@ -70,6 +71,20 @@ template <class T>
 concept splitting_transport = transport<T> && requires(T& t, std::span<const int> members) {
   t.split(0, 0, members, 0);
 };
+namespace detail {
+// The transport a split of T makes (T itself where T cannot split; a
+// communicator's split then fails to compile where it is called).
+template <class T>
+struct split_transport {
+  using type = T;
+};
+template <splitting_transport T>
+struct split_transport<T> {
+  using type = typename decltype(std::declval<T&>().split(0, 0, std::span<const int>(), 0))::element_type;
+};
+template <class T>
+using split_transport_t = typename split_transport<T>::type;
+}  // namespace detail
 // t.require_background_thread(feature): raises where a progress thread
 // may not call the transport (MPI below MPI_THREAD_MULTIPLE).
 template <class T>

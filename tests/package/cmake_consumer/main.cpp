@@ -19,6 +19,9 @@ int main() {
     comm.allreduce(std::span<int>(v));       // sum: 3 everywhere
     for (int x : v) wrong += x != 3;
   });
+#ifdef RINGTREE_PREBUILT
+  std::printf("(prebuilt) ");
+#endif
   std::printf("local_world allreduce over 2 ranks: %s\n", wrong == 0 ? "ok" : "WRONG");
   return wrong == 0 ? 0 : 1;
 }

@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
+#include <ringtree/mpi.hpp>  // the MPI front door (also the prebuilt declarations)
 #include <ringtree/ringtree.hpp>
-#include <ringtree/transport/mpi.hpp>
 
 int main(int argc, char** argv) {
   int provided = 0;
