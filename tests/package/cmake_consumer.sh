@@ -70,7 +70,9 @@ fi
 echo "pkg-config ringtree$([ $with_mpi = ON ] && echo ' and ringtree-mpi'): $((SECONDS - t0)) s"
 
 # The compiled part, installed on request.
-run_logged "$tmp/configure.log" nice -n 19 meson configure "$tmp/build" -Dprebuilt=true
+mpi_option=()
+[ $with_mpi = ON ] && mpi_option=(-Dmpi=enabled)
+run_logged "$tmp/configure.log" nice -n 19 meson configure "$tmp/build" -Dprebuilt=true "${mpi_option[@]}"
 run_logged "$tmp/install2.log" nice -n 19 meson install -C "$tmp/build"
 [ -n "$(find "$tmp/prefix" -name libringtree-prebuilt.a)" ] || fail "-Dprebuilt=true installed no libringtree-prebuilt.a"
 [ -f "$(dirname "$pc")/ringtree-prebuilt.pc" ] || fail "-Dprebuilt=true installed no ringtree-prebuilt.pc"

@@ -45,8 +45,8 @@ log=$tmp/build/meson-logs/meson-log.txt
 if grep -qi doctest "$log"; then grep -i doctest "$log" | head -3; fail "the subproject looked for doctest"; fi
 targets=$(meson introspect --targets "$tmp/build" | python3 -c 'import json,sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 for t in $targets; do
-  # ringtree-prebuilt: the optional compiled part, built only when a target links it
-  case $t in local_consumer|mpi_consumer|ringtree-prebuilt) ;; *) fail "the subproject configured target $t (targets: $targets)" ;; esac
+  # ringtree-prebuilt(-mpi): the optional compiled part, built only when a target links it
+  case $t in local_consumer|mpi_consumer|ringtree-prebuilt|ringtree-prebuilt-mpi) ;; *) fail "the subproject configured target $t (targets: $targets)" ;; esac
 done
 tests=$(meson introspect --tests "$tmp/build" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 [ "$tests" = 0 ] || fail "the subproject registered $tests tests"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/algorithms/table.hpp>
 #include <ringtree/communicator/agreement.hpp>
 #include <ringtree/core/dtype.hpp>
@@ -26,10 +27,7 @@ constexpr std::optional<std::size_t> product_of(std::size_t per_rank, int n) noe
   return p;
 }
 // "n * m = p" (or "overflows") for the messages of those checks.
-inline std::string product_text(int n, std::size_t per_rank) {
-  const auto p = product_of(per_rank, n);
-  return p ? cat(n, " * ", per_rank, " = ", *p) : cat(n, " * ", per_rank, ", which overflows");
-}
+std::string product_text(int n, std::size_t per_rank);
 
 // Whether two spans share a byte (in and out of one call must not,
 // unless the call works in place).
@@ -87,11 +85,7 @@ struct collective_call {
 // words sent and the words explained cannot drift apart. The argument
 // check comes last; then, beyond the fields, an all-to-all's pairs.
 inline constexpr std::uint64_t requested_bit = 0x100;  // a row not resolved before the comparison
-inline std::string show_algorithm(std::uint64_t v) {
-  if (v < requested_bit) return std::string(to_string(algorithm(v)));
-  const auto a = algorithm(v - requested_bit);
-  return a == algorithm::automatic ? std::string("automatic (not chosen yet)") : cat(to_string(a), " (as asked)");
-}
+std::string show_algorithm(std::uint64_t v);
 inline constexpr std::size_t argument_field = 7;
 inline constexpr stated_field fields[] = {
     {"call", [](std::uint64_t v) { return std::string(to_string(collective(v))); }},
@@ -104,12 +98,7 @@ inline constexpr stated_field fields[] = {
     {"argument check", show_number},
 };
 // c's words, in the order of `fields`, then its pairs (all-to-all).
-inline std::vector<std::uint64_t> words_of(const collective_call& c, std::optional<algorithm> row) {
-  return {std::uint64_t(c.what), std::uint64_t(c.count), std::uint64_t(c.type), std::uint64_t(c.o),
-          std::uint64_t(std::int64_t(c.root)), c.at ? c.at->region->id : std::uint64_t{0},
-          row ? std::uint64_t(*row) : requested_bit | std::uint64_t(c.algo), std::uint64_t(c.problem.empty() ? 0 : 1),
-          c.pairs_sent, c.pairs_expected};
-}
+std::vector<std::uint64_t> words_of(const collective_call& c, std::optional<algorithm> row);
 
 // Which pair of an all-to-all disagrees (every rank calls it: the digests
 // differed on all): each rank's sends and receives, gathered.
@@ -150,3 +139,7 @@ void compare_calls(View& l, const collective_call& c, const std::string& name, s
   if (sent != expected) throw error(name, l.rank(), "checked mode: " + unpaired(l, c));
 }
 }  // namespace ringtree::detail
+
+#if RINGTREE_DEFINES
+#include <ringtree/communicator/call-inl.hpp>
+#endif

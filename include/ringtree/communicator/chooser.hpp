@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/algorithms/table.hpp>
 #include <ringtree/core/config.hpp>
 #include <ringtree/tuning/calibration.hpp>
@@ -29,43 +30,7 @@ namespace ringtree::detail {
 // collective, a collective named twice, or a collective given an algorithm
 // it does not have is an error naming what is wrong and what would do.
 using algorithm_per_collective = std::array<std::optional<algorithm>, std::size(all_collectives)>;
-inline algorithm_per_collective env_algorithms(const std::string& spec) {
-  auto fail = [](const std::string& why) { return error("RINGTREE_ALGO", -1, why); };
-  auto algorithm_named = [&](std::string_view n) -> std::optional<algorithm> {
-    if (n.empty() || n == "automatic") return std::nullopt;
-    if (auto a = algorithm_from_string(n)) return a;
-    throw fail(cat("unknown algorithm '", n, "' (one of: ", algorithm_names_list(), ")"));
-  };
-  algorithm_per_collective out{};
-  if (spec.find(':') == std::string::npos) {
-    out.fill(algorithm_named(spec));
-    return out;
-  }
-  std::string_view rest = spec;
-  while (!rest.empty()) {
-    const auto end = rest.find(';');
-    const std::string_view item = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
-    if (item.empty()) continue;
-    const auto colon = item.find(':');
-    if (colon == std::string_view::npos)
-      throw fail(cat("'", item, "' in '", spec, "' names no collective (write collective:algorithm, e.g. allreduce:ring)"));
-    const std::string_view c_name = item.substr(0, colon), a_name = item.substr(colon + 1);
-    const auto* c = std::find_if(std::begin(all_collectives), std::end(all_collectives),
-                                 [&](collective x) { return to_string(x) == c_name; });
-    if (c == std::end(all_collectives)) {
-      std::string names;
-      for (collective x : all_collectives) names += (names.empty() ? "" : ", ") + std::string(to_string(x));
-      throw fail(cat("unknown collective '", c_name, "' in '", spec, "' (one of: ", names, ")"));
-    }
-    auto& slot = out[static_cast<std::size_t>(*c)];
-    if (slot) throw fail(cat("'", c_name, "' is named twice in '", spec, "'"));
-    slot = algorithm_named(a_name);
-    if (slot && !offers(*c, *slot))
-      throw fail(cat(c_name, " has no algorithm '", a_name, "' (its algorithms: ", offered_names(*c), ")"));
-  }
-  return out;
-}
+algorithm_per_collective env_algorithms(const std::string& spec);
 
 static_assert(std::size(all_collectives) * 6 <= 64 && [] {
   for (const auto& r : rows)
@@ -74,18 +39,8 @@ static_assert(std::size(all_collectives) * 6 <= 64 && [] {
 }(), "RINGTREE_ALGO's word holds 6 bits a collective");
 // The choices as one word (6 bits a collective, 63: none), so that the
 // ranks can compare them (communicator/settings.hpp), and back in words.
-inline std::uint64_t env_algorithms_word(const algorithm_per_collective& a) {
-  std::uint64_t w = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) w |= std::uint64_t(a[i] ? static_cast<unsigned>(*a[i]) & 63u : 63u) << (6 * i);
-  return w;
-}
-inline std::string show_env_algorithms(std::uint64_t w) {
-  std::string s;
-  for (std::size_t i = 0; i < std::size(all_collectives); ++i)
-    if (const auto v = (w >> (6 * i)) & 63u; v != 63u)
-      s += cat(s.empty() ? "" : ";", to_string(all_collectives[i]), ":", to_string(algorithm(v)));
-  return s.empty() ? "none" : s;
-}
+std::uint64_t env_algorithms_word(const algorithm_per_collective& a);
+std::string show_env_algorithms(std::uint64_t w);
 
 // The communicator (Comm) lends the chooser its placement, its untraced
 // transport and its rows (the chooser is its friend).
@@ -237,3 +192,7 @@ class chooser {
 };
 
 }  // namespace ringtree::detail
+
+#if RINGTREE_DEFINES
+#include <ringtree/communicator/chooser-inl.hpp>
+#endif

@@ -17,6 +17,8 @@
 // Each header with cold code keeps it in an `-inl.hpp` part, included
 // where RINGTREE_DEFINES is 1; its functions are RINGTREE_FUNC: inline
 // when every file compiles them, plain (one definition) when one does.
+#include <ringtree/core/cxx20.hpp>
+
 #if defined(RINGTREE_IMPLEMENTATION)
 #define RINGTREE_DEFINES 1
 #define RINGTREE_FUNC

@@ -1,6 +1,7 @@
 #pragma once
 // What the POSIX parts ask of the system about processes: whether one is
 // alive (and still the same one: pids are reused), and who started whom.
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/core/cxx20.hpp>
 
 #include <fcntl.h>
@@ -22,46 +23,16 @@ struct proc_stat {
   int ppid = 0;
   std::uint64_t start = 0;
 };
-inline proc_stat read_proc_stat(int pid) {
-  proc_stat st;
-  if (pid <= 0) return st;
-  char path[64], buf[1024];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return st;
-  const ssize_t k = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (k <= 0) return st;
-  buf[k] = '\0';
-  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
-  if (p == nullptr) return st;
-  // fields from 3 on: state ppid pgrp session tty tpgid flags minflt cminflt
-  // majflt cmajflt utime stime cutime cstime priority nice threads itreal starttime
-  unsigned long long start = 0;
-  if (std::sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                  &st.state, &st.ppid, &start) == 3) {
-    st.start = start;
-    st.ok = true;
-  }
-  return st;
-}
+proc_stat read_proc_stat(int pid);
 // Alive: exists and is not a zombie (a dead child its parent has not
 // reaped); with `start` (non-zero), also the same process, not a later one
 // that got its pid.
-inline bool process_alive(int pid, std::uint64_t start = 0) {
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return false;
-  const proc_stat st = read_proc_stat(pid);
-  if (!st.ok) return true;
-  if (st.state == 'Z' || st.state == 'X') return false;
-  return start == 0 || st.start == start;
-}
+bool process_alive(int pid, std::uint64_t start = 0);
 // Whether `ancestor` is a parent, grandparent, ... of `pid`.
-inline bool is_ancestor(int ancestor, int pid) {
-  for (int i = 0; i < 64 && pid > 1; ++i) {
-    pid = read_proc_stat(pid).ppid;
-    if (pid == ancestor) return true;
-  }
-  return false;
-}
+bool is_ancestor(int ancestor, int pid);
 
 }  // namespace ringtree::detail
+
+#if RINGTREE_DEFINES
+#include <ringtree/core/posix-inl.hpp>
+#endif

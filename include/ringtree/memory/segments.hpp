@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/posix.hpp>
 
@@ -28,39 +29,14 @@ namespace ringtree::detail {
 // The random part makes a name nobody can guess; the maker is the process
 // that creates the segment (every caller of random_shm_name does).
 inline constexpr std::size_t shm_name_max = 96;  // with the '/' and the final '\0'
-inline std::uint64_t pid_namespace() {
-  struct stat st {};
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
-}
-inline std::string random_shm_name() {
-  std::random_device rd;
-  const int pid = static_cast<int>(getpid());
-  char s[shm_name_max];
-  std::snprintf(s, sizeof s, "/ringtree-%llx-%d-%llu-%08x%08x%08x%08x", static_cast<unsigned long long>(pid_namespace()), pid,
-                static_cast<unsigned long long>(read_proc_stat(pid).start), static_cast<unsigned>(rd()),
-                static_cast<unsigned>(rd()), static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
-  return s;
-}
+std::uint64_t pid_namespace();
+std::string random_shm_name();
 // Removes the segments of this user that a dead process of this pid
 // namespace made (named as above): what a run killed before it could
 // unlink them left. Processes elsewhere (another pid namespace sharing
 // /dev/shm) are never judged. Called where segments are made, and by a
 // rank whose set-up failed (its peer may have died holding one).
-inline void sweep_stale_segments() {
-  DIR* d = ::opendir("/dev/shm");
-  if (d == nullptr) return;
-  const std::uint64_t ns = pid_namespace();
-  while (const dirent* e = ::readdir(d)) {
-    unsigned long long their_ns = 0, start = 0;
-    int pid = 0, used = 0;
-    if (std::sscanf(e->d_name, "ringtree-%llx-%d-%llu-%n", &their_ns, &pid, &start, &used) != 3 || used == 0) continue;
-    if (their_ns != ns || process_alive(pid, start)) continue;
-    struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;
-    ::shm_unlink((std::string("/") + e->d_name).c_str());
-  }
-  ::closedir(d);
-}
+void sweep_stale_segments();
 
 // One rank's views of a symmetric mapping's regions (each rank's own
 // segment): unmapped together; its own segment's name is unlinked as soon
@@ -79,3 +55,7 @@ struct shm_views {
 };
 
 }  // namespace ringtree::detail
+
+#if RINGTREE_DEFINES
+#include <ringtree/memory/segments-inl.hpp>
+#endif

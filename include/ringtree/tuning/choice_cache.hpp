@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/algorithms/tree.hpp>
 #include <ringtree/core/config.hpp>
 #include <ringtree/core/error.hpp>
@@ -52,13 +53,8 @@ namespace detail {
 // The cache of choices: one file per transport and rank count, valid for
 // one CPU model and one version of ringtree (a newer version may have
 // other algorithms, or faster ones).
-inline std::string tuning_path(const std::string& transport, int ranks, const config& cfg) {
-  return cat(cfg.cache_dir, "/tuned-", transport, "-", ranks, "ranks.txt");
-}
-inline loaded_files<measured_choices>& loaded_tunings() {
-  static loaded_files<measured_choices> tables;
-  return tables;
-}
+std::string tuning_path(const std::string& transport, int ranks, const config& cfg);
+loaded_files<measured_choices>& loaded_tunings();
 
 // The entries of a choice file (the choice cache, libringtree-mpi's
 // routes): '#' starts a comment, blank lines are skipped, every other line
@@ -90,36 +86,12 @@ bool read_choice_file(const std::string& text, Entry&& entry, Bad&& bad) {
 }
 // A key "<name> <bytes>" of a choice file, with bytes a size bin's (a power
 // of two up to 2^max_bin): the name and the bin.
-inline std::optional<std::pair<std::string, int>> name_and_bin(const std::string& key) {
-  std::istringstream ks(key);
-  std::string name, rest;
-  std::size_t bytes = 0;
-  if (!(ks >> name >> bytes) || (ks >> rest) || !std::has_single_bit(bytes) || measured_choices::bin_of(bytes) != std::countr_zero(bytes))
-    return std::nullopt;
-  return std::pair{name, measured_choices::bin_of(bytes)};
-}
+std::optional<std::pair<std::string, int>> name_and_bin(const std::string& key);
 
 // The table in a cache file's text, or nothing if it was made on another
 // CPU or by another version. Lines: "cpu = ...", "version = ...",
 // "<collective> <bytes> = <algorithm>".
-inline std::optional<measured_choices> parse_tuning(const std::string& text, const std::string& path, int rank) {
-  measured_choices t;
-  const bool here = read_choice_file(
-      text,
-      [&](const std::string& key, const std::string& value) {
-        const auto nb = name_and_bin(key);
-        const auto a = algorithm_from_string(value);
-        bool known = false;
-        for (collective c : all_collectives)
-          if (nb && to_string(c) == nb->first && a && offers(c, *a)) t.set(c, nb->second, *a), known = true;
-        return known;
-      },
-      [&](int no, const std::string& line) {
-        return error("tuning", rank, cat(path, ":", no, ": expected 'cpu = ...', 'version = ...' or '<collective> <bytes> = <algorithm>', got '", line, "'"));
-      });
-  if (!here) return std::nullopt;
-  return t;
-}
+std::optional<measured_choices> parse_tuning(const std::string& text, const std::string& path, int rank);
 
 // Every rank calls this: rank 0 finds the table (this process's, or the
 // cache file's unless `fresh`) and every rank ends with rank 0's.
@@ -167,3 +139,7 @@ void save_tuning(T t, const measured_choices& table, const config& cfg) {
 
 }  // namespace detail
 }  // namespace ringtree
+
+#if RINGTREE_DEFINES
+#include <ringtree/tuning/choice_cache-inl.hpp>
+#endif

@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 
+#include <ringtree/core/compiled.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/posix.hpp>
 #include <ringtree/memory/segments.hpp>
@@ -239,12 +240,10 @@ class shm_segment {
 };
 
 // Why rank r of `seg` can no longer answer, or "".
-inline std::string shm_peer_problem(const shm_segment& seg, int r) {
-  const int pid = seg.rank_line(r)->pid.load();
-  if (pid != 0 && !process_alive(pid)) return cat("rank ", r, " (pid ", pid, ") has died");
-  if (seg.rank_line(r)->left.load() != 0)
-    return cat("rank ", r, " (pid ", pid, ") failed or left the communicator (its transport raised, or was destroyed) before this message");
-  return {};
-}
+std::string shm_peer_problem(const shm_segment& seg, int r);
 
 }  // namespace ringtree::detail
+
+#if RINGTREE_DEFINES
+#include <ringtree/transport/shm/segment-inl.hpp>
+#endif
