@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What a trainer's file pays to compile with ringtree, against none.cpp (the
 # same program without ringtree): one.cpp (the umbrella, one float
-# all-reduce on local_world) and shm.cpp (the same on shared memory), in
-# the modes of core/compiled.hpp:
+# all-reduce on local_world), shm.cpp (the same on shared memory) and
+# any.cpp (shm.cpp through any_communicator, where the include dir has it),
+# in the modes of core/compiled.hpp:
 #   header    header-only (the default: no build step)
 #   prebuilt  RINGTREE_PREBUILT: the cold code and the communicators are
 #             compiled elsewhere (the ringtree-prebuilt library, or the
@@ -32,7 +33,8 @@ rows=()
 for ((k = 0; k < rounds; ++k)); do
   best[none]=$(least "$(cpu "$here/none.cpp")" "${best[none]:-}")
   for i in "${!dirs[@]}"; do
-    for file in one shm; do
+    for file in one shm any; do
+      [ $file = any ] && [ ! -f "${dirs[$i]}/ringtree/any_communicator.hpp" ] && continue
       for mode in header prebuilt; do
         flags=(-I"${dirs[$i]}"); [ $mode = prebuilt ] && flags+=(-DRINGTREE_PREBUILT)
         key="$i $file.cpp ($mode)"

@@ -7,9 +7,11 @@
 // member bodies are not even in view); with RINGTREE_IMPLEMENTATION this
 // file instantiates them, once for the program (the ringtree-prebuilt
 // library is src/prebuilt.cpp, which does just that). Header-only, it adds
-// nothing. MPI's transports are in <ringtree/mpi.hpp>, the same way.
+// nothing. MPI's transports are in <ringtree/mpi.hpp>, the same way; the
+// calls of any_communicator (the same communicators behind one pointer) here.
 #include <cstdint>
 
+#include <ringtree/any_communicator.hpp>
 #include <ringtree/communicator.hpp>
 #include <ringtree/core/compiled.hpp>
 #include <ringtree/core/dtype.hpp>
@@ -44,7 +46,30 @@
   RINGTREE_COLLECTIVES_OF(KIND, T, std::int64_t)       \
   RINGTREE_COLLECTIVES_OF(KIND, T, std::uint64_t)
 
+// any_communicator's calls (any_communicator.hpp) for element type E.
+#define RINGTREE_ANY_COLLECTIVES_OF(E)                                                                                      \
+  template void ringtree::any_communicator::allreduce<E>(std::span<const E>, std::span<E>, op, algorithm);             \
+  template void ringtree::any_communicator::broadcast<E>(std::span<E>, int, algorithm);                                \
+  template void ringtree::any_communicator::reduce<E>(std::span<const E>, std::span<E>, int, op, algorithm);           \
+  template void ringtree::any_communicator::reduce_scatter<E>(std::span<const E>, std::span<E>, op, algorithm);        \
+  template void ringtree::any_communicator::allgather<E>(std::span<const E>, std::span<E>, algorithm);                 \
+  template void ringtree::any_communicator::scatter<E>(std::span<const E>, std::span<E>, int, algorithm);              \
+  template void ringtree::any_communicator::gather<E>(std::span<const E>, std::span<E>, int, algorithm);               \
+  template void ringtree::any_communicator::alltoall<E>(std::span<const E>, std::span<E>, algorithm);
+
 #if defined(RINGTREE_IMPLEMENTATION)
+RINGTREE_ANY_COLLECTIVES_OF(float)
+RINGTREE_ANY_COLLECTIVES_OF(double)
+RINGTREE_ANY_COLLECTIVES_OF(ringtree::half)
+RINGTREE_ANY_COLLECTIVES_OF(ringtree::bfloat16)
+RINGTREE_ANY_COLLECTIVES_OF(std::int8_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::uint8_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::int16_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::uint16_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::int32_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::uint32_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::int64_t)
+RINGTREE_ANY_COLLECTIVES_OF(std::uint64_t)
 template class ringtree::slot_transport<ringtree::detail::host_slots>;
 RINGTREE_PREBUILT_TRANSPORT(template, ringtree::local_transport)
 RINGTREE_PREBUILT_TRANSPORT(template, ringtree::shm_transport)

@@ -38,6 +38,8 @@ TOP = {
     "communicator.hpp": ("communicator", 7),
     "communicator-inl.hpp": ("communicator", 7),
     "mpi.hpp": ("front door", 9),
+    "any_communicator.hpp": ("front door", 9),
+    "any_communicator-inl.hpp": ("front door", 9),
     "prebuilt.hpp": ("front door", 9),
     "ringtree.hpp": ("front door", 9),
 }
