@@ -293,7 +293,7 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
 
   // dispatch.hpp: a call from its arguments to its row.
   template <class E, class S = const E>
-  call start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems, std::span<S> sym = {});
+  call start(collective kind, std::size_t count, op o, int root, algorithm a, std::size_t elems, std::span<S> sym = {});
   template <collective C>
   void finish(call& c);
   template <collective C>
@@ -322,7 +322,7 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
   // What the peers' lines and slots must match: collective, algorithm, op, root, type.
   template <collective C>
   static std::uint64_t call_word(const call& c, algorithm a) noexcept {
-    return std::uint64_t(C) | std::uint64_t(a) << 8 | std::uint64_t(c.o) << 16 | std::uint64_t(std::uint32_t(c.root + 1)) << 24 |
+    return std::uint64_t(C) | std::uint64_t(a) << 8 | std::uint64_t(c.reduction) << 16 | std::uint64_t(std::uint32_t(c.root + 1)) << 24 |
            std::uint64_t(c.type) << 56;
   }
   // Only the window form: a direct call whose arguments the transport
@@ -330,11 +330,11 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
   template <collective C, class... A>
   void run_direct(const call& c, A&&... args) { run<C, false>(c, args...); }
   template <collective C, bool OverMessages = true, class... A>
-  void run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
-              std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&&... args);
+  void run_at(algorithm a, const detail::symmetric_heap::found* sym, const detail::symmetric_heap::found* sym_in,
+              std::size_t sym_bytes, std::uint64_t call_word, std::span<const std::byte> private_in, A&&... args);
   template <bool OverMessages, class Row, class... A>
-  void run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
-               std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args);
+  void run_row(Row row, const detail::symmetric_heap::found* sym, const detail::symmetric_heap::found* sym_in,
+               std::size_t sym_bytes, std::uint64_t call_word, std::span<const std::byte> private_in, A&... args);
   // collectives.hpp: avg finished after a reduction.
   template <class E, class Reduction, class Kept>
   void reduce_and_average(std::span<E> data, op o, Reduction reduction, Kept kept);

@@ -17,8 +17,8 @@ RINGTREE_FUNC std::string show_algorithm(std::uint64_t v) {
 }
 
 RINGTREE_FUNC std::vector<std::uint64_t> words_of(const collective_call& c, std::optional<algorithm> row) {
-  return {std::uint64_t(c.what), std::uint64_t(c.count), std::uint64_t(c.type), std::uint64_t(c.o),
-          std::uint64_t(std::int64_t(c.root)), c.at ? c.at->region->id : std::uint64_t{0},
+  return {std::uint64_t(c.kind), std::uint64_t(c.count), std::uint64_t(c.type), std::uint64_t(c.reduction),
+          std::uint64_t(std::int64_t(c.root)), c.symmetric ? c.symmetric->region->id : std::uint64_t{0},
           row ? std::uint64_t(*row) : requested_bit | std::uint64_t(c.algo), std::uint64_t(c.problem.empty() ? 0 : 1),
           c.pairs_sent, c.pairs_expected};
 }

@@ -40,18 +40,18 @@ bool overlap(std::span<A> a, std::span<B> b) noexcept {
 // One collective call: what was asked, the algorithm picked, and the
 // first problem found with the arguments.
 struct collective_call {
-  collective what;
+  collective kind;
   std::size_t count;
   dtype type;
-  op o;
+  op reduction;
   int root;
   algorithm algo;
   int rank;
   std::string problem;
   std::size_t bytes;  // what automatic is asked about
-  std::optional<symmetric_heap::found> at{};  // the call's span in symmetric memory, if it is there
-  std::size_t at_bytes = 0;                           // and its length
-  std::optional<symmetric_heap::found> in_at{};  // an out-of-place all-reduce's symmetric input
+  std::optional<symmetric_heap::found> symmetric{};  // the call's span in symmetric memory, if it is there
+  std::size_t symmetric_bytes = 0;                    // and its length
+  std::optional<symmetric_heap::found> symmetric_in{};  // an out-of-place all-reduce's symmetric input
   std::span<const std::byte> private_in{};  // or its private input, where the algorithm streams (not copied first)
   // All-to-all: the elements this rank sends and receives per rank, and
   // digests of them that add up alike over all ranks when every pair agrees.

@@ -56,13 +56,13 @@ void communicator<Transport>::allreduce_impl(std::span<const E> in, std::span<E>
   // Out of place on symmetric memory: the direct rows read the peers'
   // inputs where they are, so `in` is not copied first.
   const bool exact_avg = std::integral<E> && o == op::avg;  // sums remainders too, in scratch: needs out filled
-  if (c.at && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->direct && !exact_avg)
-    c.in_at = shared_.heap->find(in.data(), in.size_bytes());
+  if (c.symmetric && in.data() != out.data() && size() > 1 && detail::find_row(collective::allreduce, c.algo)->direct && !exact_avg)
+    c.symmetric_in = shared_.heap->find(in.data(), in.size_bytes());
   // On private memory, a row that streams copies `in` into staging itself.
-  if (in.data() != out.data() && streams_call(detail::find_row(collective::allreduce, c.algo)->streams, c.at.has_value()) &&
+  if (in.data() != out.data() && streams_call(detail::find_row(collective::allreduce, c.algo)->streams, c.symmetric.has_value()) &&
       !exact_avg)
     c.private_in = std::as_bytes(in);
-  if (!c.in_at && c.private_in.empty()) memory().copy(out, in);
+  if (!c.symmetric_in && c.private_in.empty()) memory().copy(out, in);
   // (integer avg also sums remainders, in private scratch: not by a symmetric-only row)
   const algorithm for_scratch = private_row<collective::allreduce>(c);
   reduce_and_average(out, o, [&](auto data, op ro) {
@@ -141,7 +141,7 @@ void communicator<Transport>::reduce_scatter_impl(std::span<const E> in, std::sp
   if (out.empty()) return;
   auto mem = memory();
   const bool exact_avg = std::integral<E> && o == op::avg;  // split into sums on scratch (reduce_and_average)
-  if (c.at && size() > 1 && detail::find_row(collective::reduce_scatter, c.algo)->direct && !exact_avg) {  // peers read `in` where it is
+  if (c.symmetric && size() > 1 && detail::find_row(collective::reduce_scatter, c.algo)->direct && !exact_avg) {  // peers read `in` where it is
     run_direct<collective::reduce_scatter>(c, in, out, o);
     if (o == op::avg) mem.average(out, size());
     return;

@@ -38,26 +38,26 @@ inline std::size_t first_span_bytes() noexcept { return 0; }
 // symmetric memory (each collective names one that every rank passes).
 template <transport Transport>
 template <class E, class S>
-detail::collective_call communicator<Transport>::start(collective what, std::size_t count, op o, int root, algorithm a, std::size_t elems,
+detail::collective_call communicator<Transport>::start(collective kind, std::size_t count, op o, int root, algorithm a, std::size_t elems,
                                                        std::span<S> sym) {
   if (opt_.point_to_point_only)
-    throw error(std::string(to_string(what)), rank(), "this communicator is for point to point only (communicator_options::point_to_point_only)");
+    throw error(std::string(to_string(kind)), rank(), "this communicator is for point to point only (communicator_options::point_to_point_only)");
   quiesce();  // after the asynchronous calls made before
-  detail::collective_call c{what, count, dtype_of<E>, o, root, a, rank(), {}, 0};
+  detail::collective_call c{kind, count, dtype_of<E>, o, root, a, rank(), {}, 0};
   c.bytes = c.template require_fits<E>(elems);
   // (not an empty span: one at the end of a buffer is also at the start
   // of the next, and ranks could tell them apart differently)
   if (shared_.heap && !sym.empty())
-    if ((c.at = shared_.heap->find(sym.data(), sym.size_bytes()))) c.at_bytes = sym.size_bytes();
-  const bool rooted = what == collective::broadcast || what == collective::reduce ||
-                      what == collective::scatter || what == collective::gather;
+    if ((c.symmetric = shared_.heap->find(sym.data(), sym.size_bytes()))) c.symmetric_bytes = sym.size_bytes();
+  const bool rooted = kind == collective::broadcast || kind == collective::reduce ||
+                      kind == collective::scatter || kind == collective::gather;
   if (rooted) c.require(root >= 0 && root < size(), "root ", root, " is out of range for ", size(), " ranks");
   // An empty call may name a symmetric-only row: it moves nothing (finish picks a plain one).
-  const bool symmetric = c.at.has_value() || sym.empty();
-  if (a != algorithm::automatic && !detail::offers(what, a, placement_of(c.bytes, symmetric))) {
+  const bool symmetric = c.symmetric.has_value() || sym.empty();
+  if (a != algorithm::automatic && !detail::offers(kind, a, placement_of(c.bytes, symmetric))) {
     const placement at = placement_of(c.bytes, symmetric);  // the message is built only when needed
-    c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(what), " of ", c.bytes, " bytes on ",
-              size(), " ranks (available: ", detail::offered_names(what, &at), ")");
+    c.require(false, "algorithm ", to_string(a), " is not available for ", to_string(kind), " of ", c.bytes, " bytes on ",
+              size(), " ranks (available: ", detail::offered_names(kind, &at), ")");
   }
   return c;
 }
@@ -97,8 +97,8 @@ template <transport Transport>
 template <collective C>
 std::optional<algorithm> communicator<Transport>::resolve(const call& c, bool talk) {
   std::optional<algorithm> a = c.algo;
-  if (*a == algorithm::automatic) a = c.at ? chooser_.template pick_direct<C>(*this, c.bytes, talk) : chooser_.template pick<C>(*this, c.bytes, talk);
-  if (a && !c.at) a = private_row<C>(c.bytes, *a, talk);  // an empty call, above
+  if (*a == algorithm::automatic) a = c.symmetric ? chooser_.template pick_direct<C>(*this, c.bytes, talk) : chooser_.template pick<C>(*this, c.bytes, talk);
+  if (a && !c.symmetric) a = private_row<C>(c.bytes, *a, talk);  // an empty call, above
   return a;
 }
 // Algorithm a where it runs on private memory (private scratch, an
@@ -110,12 +110,12 @@ std::optional<algorithm> communicator<Transport>::private_row(std::size_t bytes,
 }
 
 // Runs algorithm a's row of collective C on the arguments: over the
-// transport, or, for a call on symmetric memory (`at`) and a row that
+// transport, or, for a call on symmetric memory (`sym`) and a row that
 // can, by direct reads through a symmetric_window.
 template <transport Transport>
 template <collective C, bool OverMessages, class... A>
 void communicator<Transport>::run(const call& c, A&&... args) {
-  run_at<C, OverMessages>(c.algo, c.at ? &*c.at : nullptr, c.in_at ? &*c.in_at : nullptr, c.at_bytes, call_word<C>(c, c.algo), c.private_in, args...);
+  run_at<C, OverMessages>(c.algo, c.symmetric ? &*c.symmetric : nullptr, c.symmetric_in ? &*c.symmetric_in : nullptr, c.symmetric_bytes, call_word<C>(c, c.algo), c.private_in, args...);
 }
 template <transport Transport>
 template <collective C, bool OverMessages, class... A>
@@ -125,16 +125,16 @@ void communicator<Transport>::run_private(const call& c, algorithm a, A&&... arg
 }
 template <transport Transport>
 template <collective C, bool OverMessages, class... A>
-void communicator<Transport>::run_at(algorithm a, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
-                                      std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&&... args) {
+void communicator<Transport>::run_at(algorithm a, const detail::symmetric_heap::found* sym, const detail::symmetric_heap::found* sym_in,
+                                      std::size_t sym_bytes, std::uint64_t call_word, std::span<const std::byte> private_in, A&&... args) {
   if (size() == 1 && C != collective::scatter && C != collective::gather) return;  // scatter/gather still copy
-  if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<OverMessages>(row, at, in_at, at_bytes, what, private_in, args...); }))
+  if (!detail::algorithm_table::run<C>(a, [&](auto row) { run_row<OverMessages>(row, sym, sym_in, sym_bytes, call_word, private_in, args...); }))
     throw error(std::string(to_string(C)), rank(), detail::cat("the algorithm table has no row ", to_string(a)));
 }
 template <transport Transport>
 template <bool OverMessages, class Row, class... A>
-void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::found* at, const detail::symmetric_heap::found* in_at,
-             std::size_t at_bytes, std::uint64_t what, std::span<const std::byte> private_in, A&... args) {
+void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::found* sym, const detail::symmetric_heap::found* sym_in,
+             std::size_t sym_bytes, std::uint64_t call_word, std::span<const std::byte> private_in, A&... args) {
   using window = symmetric_window<decltype(memory())>;
   const char* name = to_string(Row::what).data();
   // Private memory too, for a row that stages small calls or streams
@@ -142,15 +142,15 @@ void communicator<Transport>::run_row(Row row, const detail::symmetric_heap::fou
   // these move none).
   const std::size_t bytes = detail::first_span_bytes(args...);
   const bool staged = Row::direct && Row::stages && shared_.heap && !trace_ && direct::staged_call<window>(bytes);
-  const bool streamed = Row::direct && !staged && streams_call(Row::streams, at != nullptr);
+  const bool streamed = Row::direct && !staged && streams_call(Row::streams, sym != nullptr);
   if (!private_in.empty() && !streamed)  // `out` was left unfilled for a stream that is not here
     throw error(name, rank(), detail::cat(Row::name, " was handed the input of a streamed call but does not stream it"));
   if constexpr (Row::direct && requires(window& w, const chunk_sizes& ch, A&... xs) { Row::run(w, ch, xs...); }) {
     detail::symmetric_heap::found staging{};
-    if (streamed) staging = shared_.stream_staging(*t_, opt_.chunks.stream_bytes), at = &staging, at_bytes = shared_.stream_bytes(opt_.chunks.stream_bytes);  // (maps the control memory first if need be)
-    if (at != nullptr || staged) {
-      if (at == nullptr) at_bytes = bytes;
-      window w(*shared_.heap, name, at, in_at, at_bytes, what, memory());
+    if (streamed) staging = shared_.stream_staging(*t_, opt_.chunks.stream_bytes), sym = &staging, sym_bytes = shared_.stream_bytes(opt_.chunks.stream_bytes);  // (maps the control memory first if need be)
+    if (sym != nullptr || staged) {
+      if (sym == nullptr) sym_bytes = bytes;
+      window w(*shared_.heap, name, sym, sym_in, sym_bytes, call_word, memory());
       if (streamed) w.stream(private_in);
       try {
         row.run(w, opt_.chunks, args...);

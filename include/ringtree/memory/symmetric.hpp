@@ -51,7 +51,7 @@ namespace detail {
 struct alignas(64) epoch_line {
   std::atomic<std::uint64_t> seq;  // call << 24 | phase; failed_seq once this rank gave up
   std::uint64_t region, offset, bytes;  // the span this rank brought to the call
-  std::uint64_t what;                   // collective, algorithm, op, root: what the call is
+  std::uint64_t call_word;                // collective, algorithm, op, root: what the call is
   std::uint64_t in_region, in_offset;   // an out-of-place all-reduce's input (else the span itself)
 };
 inline constexpr std::uint64_t failed_seq = ~std::uint64_t{0};
@@ -63,7 +63,7 @@ inline constexpr std::uint64_t failed_seq = ~std::uint64_t{0};
 // the call in between, which they do only after reading this one).
 struct stage_header {
   std::atomic<std::uint64_t> seq;  // the staged call this slot holds
-  std::uint64_t what, bytes;
+  std::uint64_t call_word, bytes;
 };
 inline constexpr std::size_t stage_stride = 4096, stage_capacity = stage_stride - sizeof(stage_header);
 // A rank's control memory: its epoch line, then its two staging slots.
@@ -232,9 +232,9 @@ class symmetric_window {
   // `in`: an all-reduce's input where it is another symmetric span than
   // `at` (out of place); null where the input is the span itself.
   symmetric_window(detail::symmetric_heap& h, const char* call, const detail::symmetric_heap::found* at,
-                   const detail::symmetric_heap::found* in, std::size_t bytes, std::uint64_t what, M mem)
+                   const detail::symmetric_heap::found* in, std::size_t bytes, std::uint64_t call_word, M mem)
       : h_(&h), call_(call), at_(at ? *at : detail::symmetric_heap::found{}), in_(in ? *in : at_), bytes_(bytes),
-        what_(what), mem_(std::move(mem)), out_of_place_(in != nullptr) {}
+        call_word_(call_word), mem_(std::move(mem)), out_of_place_(in != nullptr) {}
 
   int rank() const noexcept { return h_->rank(); }
   int size() const noexcept { return h_->size(); }
@@ -257,7 +257,7 @@ class symmetric_window {
       for (int q = 0; q < size(); ++q)
         if (q != rank()) h_->wait(call_, q, h_->stage(q, stage_ - 1)->seq, stage_ - 1);
     auto* slot = h_->stage(rank(), stage_);
-    slot->what = what_;
+    slot->call_word = call_word_;
     slot->bytes = mine.size_bytes();
     if (!mine.empty()) std::memcpy(reinterpret_cast<std::byte*>(slot + 1), mine.data(), mine.size_bytes());
     slot->seq.store(stage_, std::memory_order_release);
@@ -270,9 +270,9 @@ class symmetric_window {
   std::span<const E> staged(int q, std::size_t count) const {
     const auto* slot = h_->stage(q, stage_);
     if (q != rank()) h_->wait(call_, q, slot->seq, stage_);
-    if (slot->what != what_ || slot->bytes != count * sizeof(E))
+    if (slot->call_word != call_word_ || slot->bytes != count * sizeof(E))
       throw error(call_, rank(), detail::cat("rank ", q, " called a different collective (", slot->bytes, " bytes staged, call word ",
-                                             slot->what, ") than this rank (", count * sizeof(E), " bytes, call word ", what_, ")"));
+                                             slot->call_word, ") than this rank (", count * sizeof(E), " bytes, call word ", call_word_, ")"));
     return {reinterpret_cast<const E*>(slot + 1), count};
   }
 
@@ -294,7 +294,7 @@ class symmetric_window {
     l->region = at_.region->id;
     l->offset = at_.offset;
     l->bytes = bytes_;
-    l->what = line_what();
+    l->call_word = line_call_word();
     l->in_region = in_.region->id;
     l->in_offset = in_.offset;
     l->seq.store(base_ | detail::published_phase, std::memory_order_release);
@@ -322,10 +322,10 @@ class symmetric_window {
     if (q == rank()) return {reinterpret_cast<E*>(at_.region->mine() + at_.offset), bytes_ / sizeof(E)};
     h_->wait(call_, q, base_ | detail::published_phase);
     const auto* l = h_->line(q);
-    if (l->what != line_what() || l->region != at_.region->id || l->bytes != bytes_)
+    if (l->call_word != line_call_word() || l->region != at_.region->id || l->bytes != bytes_)
       throw error(call_, rank(), detail::cat("rank ", q, " called a different collective on symmetric memory (buffer ",
-                                             l->region, ", ", l->bytes, " bytes, call word ", l->what, ") than this rank (buffer ",
-                                             at_.region->id, ", ", bytes_, " bytes, call word ", what_, ")"));
+                                             l->region, ", ", l->bytes, " bytes, call word ", l->call_word, ") than this rank (buffer ",
+                                             at_.region->id, ", ", bytes_, " bytes, call word ", call_word_, ")"));
     if (l->offset > at_.region->map.bytes || bytes_ > at_.region->map.bytes - l->offset)
       throw error(call_, rank(), detail::cat("rank ", q, "'s span (offset ", l->offset, ", ", bytes_,
                                              " bytes) does not fit its buffer of ", at_.region->map.bytes, " bytes"));
@@ -350,12 +350,12 @@ class symmetric_window {
   static std::uint64_t step_phase(std::size_t k) noexcept { return 2 + k; }
   // The call word of the epoch line also says whether the input is apart:
   // a rank in place must not meet one that left its span unwritten.
-  std::uint64_t line_what() const noexcept { return what_ | (out_of_place_ ? std::uint64_t{1} << 63 : 0); }
+  std::uint64_t line_call_word() const noexcept { return call_word_ | (out_of_place_ ? std::uint64_t{1} << 63 : 0); }
   detail::symmetric_heap* h_;
   const char* call_;
   detail::symmetric_heap::found at_, in_;
   std::size_t bytes_;
-  std::uint64_t what_, base_ = 0, stage_ = 0;
+  std::uint64_t call_word_, base_ = 0, stage_ = 0;
   M mem_;
   bool out_of_place_, streamed_ = false;
   std::span<const std::byte> private_in_;
