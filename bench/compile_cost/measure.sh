@@ -8,7 +8,8 @@
 #   prebuilt  RINGTREE_PREBUILT: the cold code and the communicators are
 #             compiled elsewhere (the ringtree-prebuilt library, or the
 #             program's one file with RINGTREE_IMPLEMENTATION)
-# and that one file itself (implementation.cpp, compiled once per program).
+# and that one file itself (src/prebuilt.cpp, the library's: compiled once
+# per program).
 # CPU time (user + sys), the least of ROUNDS compiles (the implementation
 # file: one), g++ -O2: wall time on a shared machine is noise.
 #   bench/compile_cost/measure.sh [INCLUDE_DIR...]    (default: include/)
@@ -46,9 +47,9 @@ for ((k = 0; k < rounds; ++k)); do
 done
 for i in "${!dirs[@]}"; do  # once: a program compiles it once
   if [ -f "${dirs[$i]}/ringtree/core/compiled.hpp" ]; then
-    key="$i implementation.cpp (once)"
+    key="$i src/prebuilt.cpp, RINGTREE_IMPLEMENTATION (once)"
     rows+=("$key")
-    best[$key]=$(cpu "$here/implementation.cpp" -I"${dirs[$i]}")
+    best[$key]=$(cpu "$root/src/prebuilt.cpp" -I"${dirs[$i]}")
   fi
 done
 printf '%-64s %8s %8s\n' "file (mode), include dir" "seconds" "ratio"

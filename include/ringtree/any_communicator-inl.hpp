@@ -12,7 +12,8 @@
 namespace ringtree {
 
 struct any_communicator::impl {
-  std::variant<communicator<local_transport>, communicator<shm_transport>> comm;
+  using held = std::variant<communicator<local_transport>, communicator<shm_transport>>;
+  held comm;
   template <class F>
   decltype(auto) visit(F&& f) {
     return std::visit(std::forward<F>(f), comm);
@@ -25,15 +26,13 @@ RINGTREE_FUNC any_communicator& any_communicator::operator=(any_communicator&&) 
 RINGTREE_FUNC any_communicator::~any_communicator() = default;
 
 RINGTREE_FUNC any_communicator any_communicator::shm_from_env() {
-  return any_communicator(std::make_unique<impl>(impl{
-      std::variant<communicator<local_transport>, communicator<shm_transport>>(
-          std::in_place_type<communicator<shm_transport>>, std::make_unique<shm_transport>(shm_transport::from_env()))}));
+  return any_communicator(std::make_unique<impl>(
+      impl{impl::held(std::in_place_type<communicator<shm_transport>>, std::make_unique<shm_transport>(shm_transport::from_env()))}));
 }
 
 RINGTREE_FUNC void any_communicator::run_threads(int ranks, const std::function<void(any_communicator&)>& f) {
   local_world(ranks).run([&](local_transport& t) {
-    any_communicator c(std::make_unique<impl>(impl{
-        std::variant<communicator<local_transport>, communicator<shm_transport>>(std::in_place_type<communicator<local_transport>>, t)}));
+    any_communicator c(std::make_unique<impl>(impl{impl::held(std::in_place_type<communicator<local_transport>>, t)}));
     f(c);
   });
 }

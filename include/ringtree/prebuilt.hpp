@@ -31,45 +31,30 @@
   KIND void ringtree::communicator<T>::alltoall_impl<E>(std::span<const E>, std::span<const std::size_t>, std::span<E>, \
                                                         std::span<const std::size_t>, algorithm);                    \
   KIND ringtree::symmetric_buffer<E> ringtree::communicator<T>::allocate<E>(std::size_t);
-#define RINGTREE_PREBUILT_TRANSPORT(KIND, T)           \
-  KIND class ringtree::communicator<T>;                \
-  RINGTREE_COLLECTIVES_OF(KIND, T, float)              \
-  RINGTREE_COLLECTIVES_OF(KIND, T, double)             \
-  RINGTREE_COLLECTIVES_OF(KIND, T, ringtree::half)     \
-  RINGTREE_COLLECTIVES_OF(KIND, T, ringtree::bfloat16) \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::int8_t)        \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint8_t)       \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::int16_t)       \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint16_t)      \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::int32_t)       \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint32_t)      \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::int64_t)       \
-  RINGTREE_COLLECTIVES_OF(KIND, T, std::uint64_t)
+
+// M(ARGS..., E) for every element type the compiled part holds.
+#define RINGTREE_EACH_ELEMENT(M, ...)                                                                   \
+  M(__VA_ARGS__, float) M(__VA_ARGS__, double) M(__VA_ARGS__, ringtree::half) M(__VA_ARGS__, ringtree::bfloat16) \
+  M(__VA_ARGS__, std::int8_t) M(__VA_ARGS__, std::uint8_t) M(__VA_ARGS__, std::int16_t)                         \
+  M(__VA_ARGS__, std::uint16_t) M(__VA_ARGS__, std::int32_t) M(__VA_ARGS__, std::uint32_t)                      \
+  M(__VA_ARGS__, std::int64_t) M(__VA_ARGS__, std::uint64_t)
+#define RINGTREE_PREBUILT_TRANSPORT(KIND, T) \
+  KIND class ringtree::communicator<T>;      \
+  RINGTREE_EACH_ELEMENT(RINGTREE_COLLECTIVES_OF, KIND, T)
 
 // any_communicator's calls (any_communicator.hpp) for element type E.
-#define RINGTREE_ANY_COLLECTIVES_OF(E)                                                                                      \
-  template void ringtree::any_communicator::allreduce<E>(std::span<const E>, std::span<E>, op, algorithm);             \
-  template void ringtree::any_communicator::broadcast<E>(std::span<E>, int, algorithm);                                \
-  template void ringtree::any_communicator::reduce<E>(std::span<const E>, std::span<E>, int, op, algorithm);           \
-  template void ringtree::any_communicator::reduce_scatter<E>(std::span<const E>, std::span<E>, op, algorithm);        \
-  template void ringtree::any_communicator::allgather<E>(std::span<const E>, std::span<E>, algorithm);                 \
-  template void ringtree::any_communicator::scatter<E>(std::span<const E>, std::span<E>, int, algorithm);              \
-  template void ringtree::any_communicator::gather<E>(std::span<const E>, std::span<E>, int, algorithm);               \
-  template void ringtree::any_communicator::alltoall<E>(std::span<const E>, std::span<E>, algorithm);
+#define RINGTREE_ANY_COLLECTIVES_OF(KIND, E)                                                                   \
+  KIND void ringtree::any_communicator::allreduce<E>(std::span<const E>, std::span<E>, op, algorithm);      \
+  KIND void ringtree::any_communicator::broadcast<E>(std::span<E>, int, algorithm);                         \
+  KIND void ringtree::any_communicator::reduce<E>(std::span<const E>, std::span<E>, int, op, algorithm);    \
+  KIND void ringtree::any_communicator::reduce_scatter<E>(std::span<const E>, std::span<E>, op, algorithm); \
+  KIND void ringtree::any_communicator::allgather<E>(std::span<const E>, std::span<E>, algorithm);          \
+  KIND void ringtree::any_communicator::scatter<E>(std::span<const E>, std::span<E>, int, algorithm);       \
+  KIND void ringtree::any_communicator::gather<E>(std::span<const E>, std::span<E>, int, algorithm);        \
+  KIND void ringtree::any_communicator::alltoall<E>(std::span<const E>, std::span<E>, algorithm);
 
 #if defined(RINGTREE_IMPLEMENTATION)
-RINGTREE_ANY_COLLECTIVES_OF(float)
-RINGTREE_ANY_COLLECTIVES_OF(double)
-RINGTREE_ANY_COLLECTIVES_OF(ringtree::half)
-RINGTREE_ANY_COLLECTIVES_OF(ringtree::bfloat16)
-RINGTREE_ANY_COLLECTIVES_OF(std::int8_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::uint8_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::int16_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::uint16_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::int32_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::uint32_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::int64_t)
-RINGTREE_ANY_COLLECTIVES_OF(std::uint64_t)
+RINGTREE_EACH_ELEMENT(RINGTREE_ANY_COLLECTIVES_OF, template)
 template class ringtree::slot_transport<ringtree::detail::host_slots>;
 RINGTREE_PREBUILT_TRANSPORT(template, ringtree::local_transport)
 RINGTREE_PREBUILT_TRANSPORT(template, ringtree::shm_transport)

@@ -97,7 +97,7 @@ run_logged "$tmp/cmake-build.log" nice -n 19 cmake --build "$tmp/consumer" -j 2
 grep -rqs -- '-std=\(gnu\|c\)++20' "$tmp/consumer/build.ninja" "$tmp/consumer/CMakeFiles" ||
   fail "cxx_std_20 did not reach the consumer's compile command"
 "$tmp/consumer/local_consumer" || fail "local_consumer"
-"$tmp/consumer/local_prebuilt_consumer" | grep -q '(prebuilt)' || fail "local_prebuilt_consumer"
+"$tmp/consumer/local_prebuilt_consumer" | grep -q '(prebuilt) local_world allreduce over 2 ranks: ok' || fail "local_prebuilt_consumer"
 if [ $with_mpi = ON ]; then
   mpirun --oversubscribe -np 2 "$tmp/consumer/mpi_consumer" || fail "mpi_consumer under mpirun -np 2"
   mpirun --oversubscribe -np 2 "$tmp/consumer/mpi_prebuilt_consumer" || fail "mpi_prebuilt_consumer under mpirun -np 2"

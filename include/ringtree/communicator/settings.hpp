@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <ringtree/core/compiled.hpp>
 #include <ringtree/communicator/agreement.hpp>
 #include <ringtree/communicator/chooser.hpp>
 #include <ringtree/communicator/options.hpp>
@@ -39,11 +38,11 @@ struct decisive_setting {
 
 inline constexpr std::uint64_t no_value = ~std::uint64_t{0};
 
-std::uint64_t algorithm_word(std::optional<algorithm> a);
-std::string show_algorithm_or_none(std::uint64_t v);
-std::string show_on(std::uint64_t v);
-std::string show_double(std::uint64_t v);
-algorithm other_than(std::optional<algorithm> a);
+inline std::uint64_t algorithm_word(std::optional<algorithm> a) { return a ? std::uint64_t(*a) : no_value; }
+inline std::string show_algorithm_or_none(std::uint64_t v) { return v == no_value ? "none" : std::string(to_string(algorithm(v))); }
+inline std::string show_on(std::uint64_t v) { return v ? "on" : "off"; }
+inline std::string show_double(std::uint64_t v) { return v == no_value ? "none" : cat(std::bit_cast<double>(v)); }
+inline algorithm other_than(std::optional<algorithm> a) { return a == algorithm::ring ? algorithm::tree : algorithm::ring; }
 
 // A chunk size: its word and a change to it.
 template <std::size_t chunk_sizes::*F>
@@ -95,7 +94,11 @@ inline const decisive_setting decisive_settings[] = {
 // argued out of it. Out of it: the model's `source` (a name, not a
 // number), config's timeout and paths (they decide when and where, not
 // what runs), calibrate (how the model is measured, not which is used).
-void every_field_weighed(const communicator_options& o, const chunk_sizes& c, const cost_model& m);
+inline void every_field_weighed(const communicator_options& o, const chunk_sizes& c, const cost_model& m) {
+  [[maybe_unused]] const auto& [checked, algo, chunks, model, tune, p2p_only] = o;
+  [[maybe_unused]] const auto& [ring, tree, chain, direct, stream] = c;
+  [[maybe_unused]] const auto& [alpha, beta, gamma, knee, alpha_above, alpha_net, beta_net, source] = m;
+}
 // 4 of the options themselves (chunks and model are opened up), 5 chunk
 // sizes, 7 of the model's constants, and 2 from the environment alone
 // (RINGTREE_ALGO, tracing).
@@ -113,7 +116,3 @@ void agree_on_settings(T& view, int rank, const opened_settings& s) {
 }
 
 }  // namespace ringtree::detail
-
-#if RINGTREE_DEFINES
-#include <ringtree/communicator/settings-inl.hpp>
-#endif
