@@ -313,8 +313,9 @@ int hosts_of(Comm& comm) {
 // differ (rank r sends f(2r + j) elements to rank j and receives f(2j + r)
 // from it, some of them 0), so that send and receive offsets differ: ""
 // or the first wrong element. Block j of r's input holds 1000 r + 10 j + i.
+// `a`: automatic (which runs such blocks pairwise) or a row that takes them.
 template <class Comm>
-std::string check_alltoallv(Comm& comm) {
+std::string check_alltoallv(Comm& comm, algorithm a = algorithm::automatic) {
   const int n = comm.size(), r = comm.rank();
   auto f = [](int x) { return static_cast<std::size_t>(x % 4); };
   std::vector<std::size_t> sends(n), recvs(n);
@@ -324,12 +325,12 @@ std::string check_alltoallv(Comm& comm) {
     for (std::size_t i = 0; i < sends[j]; ++i) in.push_back(1000 * r + 10 * j + static_cast<std::int32_t>(i));
   for (int j = 0; j < n; ++j) out.resize(out.size() + recvs[j], -1);
   comm.alltoall(std::span<const std::int32_t>(in), std::span<const std::size_t>(sends), std::span<std::int32_t>(out),
-                std::span<const std::size_t>(recvs));
+                std::span<const std::size_t>(recvs), a);
   std::size_t at = 0;
   for (int j = 0; j < n; ++j)
     for (std::size_t i = 0; i < recvs[j]; ++i, ++at)
       if (const std::int32_t want = 1000 * j + 10 * r + static_cast<std::int32_t>(i); out[at] != want)
-        return detail::cat("uneven alltoall on ", n, " ranks: rank ", r, " element ", i, " of rank ", j, "'s block (at ", at, ") is ", out[at],
+        return detail::cat("uneven alltoall (", to_string(a), ") on ", n, " ranks: rank ", r, " element ", i, " of rank ", j, "'s block (at ", at, ") is ", out[at],
                            ", expected ", want);
   return {};
 }
@@ -346,8 +347,13 @@ std::string run_cases(Comm& comm, const std::vector<std::size_t>& counts, unsign
   }
   if constexpr (requires(std::span<const std::int32_t> i, std::span<const std::size_t> k, std::span<std::int32_t> o) {
                   comm.alltoall(i, k, o, k);
-                })
-    if (auto x = check_alltoallv(comm); first.empty()) first = x;
+                }) {
+    std::vector<algorithm> uneven = {algorithm::automatic};
+    for (const auto& row : detail::rows)
+      if (row.what == collective::alltoall && !row.window_only) uneven.push_back(row.id);
+    for (auto a : uneven)
+      if (auto x = check_alltoallv(comm, a); first.empty()) first = x;
+  }
   return first;
 }
 

@@ -103,7 +103,7 @@ using algorithm_table = row_list<
     ring::reduce_scatter_row, direct::reduce_scatter_row, hierarchical::reduce_scatter_row,
     ring::allgather_row, direct::allgather_row, hierarchical::allgather_row,
     dissemination::barrier_row,
-    pairwise::alltoall_row, direct::alltoall_row>;
+    pairwise::alltoall_row, linear::alltoall_row, direct::alltoall_row>;
 
 // The table's rows as values, for the questions asked at run time.
 struct row_info {

@@ -214,11 +214,11 @@ void communicator<Transport>::alltoall_impl(std::span<const E> in, std::span<con
     }
   }
   c.require(!detail::overlap(in, out), "in and out overlap");
+  if (equal && returns_at_once(c, out.size())) return;  // (uneven: peers may still send this rank empty blocks)
   if (c.problem.empty()) {
     c.sends = sends, c.recvs = recvs;
     for (int j = 0; j < n; ++j) c.pairs_sent += detail::pair_digest(rank(), j, sends[j]), c.pairs_expected += detail::pair_digest(j, rank(), recvs[j]);
   }
-  if (equal && returns_at_once(c, out.size())) return;  // (uneven: peers may still send this rank empty blocks)
   finish<collective::alltoall>(c);
   if (n == 1) return memory().copy(out, in);
   run_private<collective::alltoall>(c, c.algo, in, sends, out, recvs);
