@@ -109,12 +109,31 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 // whose count and datatype were just measured faster on MPI goes there at
 // once (MPI checks its arguments): the route costs one compare.
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
+[[gnu::noinline]] int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text,
+                                 Run&& run, Mpi&& mpi);
+template <class Refusal, class Bytes, class Text, class Run, class Mpi>
 int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
-  if (inside || !mpi_ready() || (count == 0 && !the_settings().log && !requests_pending())) return mpi();
+  // The count and datatype just measured faster on MPI's own, on the last
+  // communicator asked about: a compare, then MPI (the memo is set only
+  // where the log is off, on a communicator the layer serves). The rest is
+  // out of line, so that this path costs no frame of its own.
+  if (comm == last_comm && !inside) {
+    const call_to_mpi& memo = last_info->to_mpi[std::size_t(kind)];
+    if (memo.set && memo.count == count && memo.t == t && last_info->lc) {
+      try {
+        last_info->lc->comm.quiesce();  // (see to_mpi below)
+      } catch (const std::exception& e) {
+        return raise(comm, call_names[std::size_t(kind)].data(), e.what());
+      }
+      return mpi();
+    }
+  }
+  return serve_long(kind, comm, count, t, bytes, refusal, text, run, mpi);
+}
+template <class Refusal, class Bytes, class Text, class Run, class Mpi>
+int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
   const char* call = call_names[std::size_t(kind)].data();
-  const settings& s = the_settings();
   comm_info* info = nullptr;
-  const char* why = refused_everywhere(comm, info);
   // A call that goes to MPI's own still completes the layer's requests
   // first (a freed MPI_Iallreduce completes before the next blocking call
   // on its communicator returns).
@@ -126,8 +145,9 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
       }
     return mpi();
   };
-  const call_to_mpi& memo = info ? info->to_mpi[std::size_t(kind)] : call_to_mpi{};
-  if (!why && !s.log && memo.set && memo.count == count && memo.t == t) return to_mpi();
+  if (inside || !mpi_ready() || (count == 0 && !the_settings().log && !requests_pending())) return mpi();
+  const settings& s = the_settings();
+  const char* why = refused_everywhere(comm, info);
   if (!why) why = refusal();
   const std::size_t size = why ? 0 : bytes();  // (asked once, and only of a call not refused: a null datatype has none)
   // (MPI's own returns at once, without a word to the other ranks)
@@ -141,7 +161,10 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
     }
     if (!lc->one_host && kind == call_kind::iallreduce) why = "across hosts (its progress thread would call MPI)";
     else if (!lc->one_host && size < s.cross_bytes) why = "across hosts below RINGTREE_MPI_CROSS_BYTES";
-    else if (s.routes && lc->routes.get(kind, size) == route::mpi) why = "measured faster", info->to_mpi[std::size_t(kind)] = {true, count, t};
+    else if (s.routes && lc->routes.get(kind, size) == route::mpi) {
+      why = "measured faster";
+      if (!s.log) info->to_mpi[std::size_t(kind)] = {true, count, t};  // (with the log on, every call takes the long way and says so)
+    }
   }
   if (s.log) log_line(comm, call, text(), why ? std::string("MPI (") + why + ")" : std::string("ringtree"));
   if (why) return to_mpi();

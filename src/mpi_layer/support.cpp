@@ -70,13 +70,10 @@ void mpi_progress() noexcept {
 namespace {
 int keyval = MPI_KEYVAL_INVALID;
 std::vector<MPI_Comm> known;  // the communicators with an attribute, oldest first
-MPI_Comm last = MPI_COMM_NULL;
-comm_info* last_info = nullptr;
-
 int delete_info(MPI_Comm comm, int, void* value, void*) {
   inside_scope in;
   std::erase(known, comm);
-  if (last == comm) last = MPI_COMM_NULL, last_info = nullptr;
+  if (last_comm == comm) last_comm = MPI_COMM_NULL, last_info = nullptr;
   delete static_cast<comm_info*>(value);
   return MPI_SUCCESS;
 }
@@ -132,8 +129,10 @@ route_table load_routes(MPI_Comm c, const communicator<cluster_transport>& comm)
 layer_comm::layer_comm(MPI_Comm c)
     : comm(make_communicator(c, layer_communicator_options(), layer_options())), one_host(comm.transport().one_host()), routes(load_routes(c, comm)) {}
 
-comm_info& info_of(MPI_Comm comm) {
-  if (comm == last) return *last_info;
+MPI_Comm last_comm = MPI_COMM_NULL;
+comm_info* last_info = nullptr;
+
+comm_info& info_of_slow(MPI_Comm comm) {
   if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_info, &keyval, nullptr);
   void* v = nullptr;
   int found = 0;
@@ -149,7 +148,7 @@ comm_info& info_of(MPI_Comm comm) {
     known.push_back(comm);
     v = info.release();
   }
-  last = comm;
+  last_comm = comm;
   return *(last_info = static_cast<comm_info*>(v));
 }
 
