@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include <ringtree/core/copy.hpp>
 #include <ringtree/core/reduce.hpp>
 
 using namespace ringtree;
@@ -111,4 +112,26 @@ TEST_CASE_TEMPLATE("16-bit kernels keep infinities and NaN, in the vector body a
     else if (i == 5) CHECK(v == -std::numeric_limits<float>::infinity());
     else CHECK(v == std::numeric_limits<float>::infinity());  // max + max rounds to infinity
   }
+}
+
+// copy_bytes takes another path where the destination lies 1-63 bytes past
+// the source (modulo 4 KiB) and the copy is 2 KiB or more: both paths, the
+// edges between them and every tail length must copy exactly.
+TEST_CASE("copy_bytes copies every byte at every distance and length, and nothing beyond") {
+  std::vector<unsigned char> src(20000), dst(20000 + 4096 + 256);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+  int bad = 0;
+  for (std::size_t gap : {0u, 1u, 8u, 15u, 16u, 63u, 64u, 65u, 4095u, 4096u + 8u})
+    for (std::size_t n : {0u, 1u, 63u, 2047u, 2048u, 2049u, 4096u, 4096u + 63u, 12345u, 16384u}) {
+      std::fill(dst.begin(), dst.end(), 0xAB);
+      // the destination `gap` bytes past the source modulo 4 KiB
+      const auto s_at = reinterpret_cast<std::uintptr_t>(src.data()) & 4095;
+      const std::size_t at = (s_at + gap + 4096 - (reinterpret_cast<std::uintptr_t>(dst.data()) & 4095)) % 4096 + 64;
+      detail::copy_bytes(dst.data() + at, src.data(), n);
+      for (std::size_t i = 0; i < n; ++i) bad += dst[at + i] != src[i];
+      for (std::size_t i = 0; i < at; ++i) bad += dst[i] != 0xAB;
+      for (std::size_t i = at + n; i < dst.size(); ++i) bad += dst[i] != 0xAB;
+      CHECK_MESSAGE(bad == 0, "gap ", gap, ", ", n, " bytes: ", bad, " bytes wrong");
+      bad = 0;
+    }
 }

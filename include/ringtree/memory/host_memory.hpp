@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 
+#include <ringtree/core/copy.hpp>
 #include <ringtree/core/reduce.hpp>
 
 namespace ringtree {
@@ -33,7 +34,7 @@ struct host_memory {
   template <class E>
   void copy(std::span<E> dst, std::span<const E> src) const noexcept {
     if (!src.empty() && dst.data() != src.data())
-      std::memcpy(static_cast<void*>(dst.data()), src.data(), src.size_bytes());
+      detail::copy_bytes(static_cast<void*>(dst.data()), src.data(), src.size_bytes());
   }
   template <class E>
   void reduce(op o, std::span<E> acc, std::span<const E> in, operands order = operands::acc_first) const noexcept {

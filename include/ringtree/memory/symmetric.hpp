@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include <ringtree/core/copy.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/wait.hpp>
@@ -259,7 +260,7 @@ class symmetric_window {
     auto* slot = h_->stage(rank(), stage_);
     slot->call_word = call_word_;
     slot->bytes = mine.size_bytes();
-    if (!mine.empty()) std::memcpy(reinterpret_cast<std::byte*>(slot + 1), mine.data(), mine.size_bytes());
+    if (!mine.empty()) detail::copy_bytes(reinterpret_cast<std::byte*>(slot + 1), mine.data(), mine.size_bytes());
     slot->seq.store(stage_, std::memory_order_release);
   }
   // Rank q's staged data of this call (my own copy for q == rank()):

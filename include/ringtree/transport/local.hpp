@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <ringtree/core/config.hpp>
+#include <ringtree/core/copy.hpp>
 #include <ringtree/core/fail_stop.hpp>
 #include <ringtree/core/error.hpp>
 #include <ringtree/memory/shared_mapping.hpp>
@@ -348,7 +349,7 @@ inline bool local_transport::complete(request& r, bool block) {
   }
   msg->taken = true;
   lk.unlock();
-  if (msg->bytes != 0) std::memcpy(r.dst_.data(), msg->data, msg->bytes);
+  if (msg->bytes != 0) detail::copy_bytes(r.dst_.data(), msg->data, msg->bytes);
   lk.lock();
   msg->done = true;
   c.cv.notify_all();

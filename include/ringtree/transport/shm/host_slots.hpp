@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 
+#include <ringtree/core/copy.hpp>
 #include <ringtree/transport/shm/slots.hpp>
 #include <ringtree/transport/transport.hpp>
 
@@ -14,9 +15,9 @@ namespace ringtree {
 namespace detail {
 
 // Where chunk payloads live and how they are copied: host_slots keeps them
-// in the segment and copies with memcpy. A policy may instead keep them in
-// device memory (cuda_ipc.hpp); setup() then publishes this rank's policy data
-// (an IPC handle) and reads the others'.
+// in the segment and copies with copy_bytes (core/copy.hpp). A policy may
+// instead keep them in device memory (cuda_ipc.hpp); setup() then publishes
+// this rank's policy data (an IPC handle) and reads the others'.
 struct host_slots {
   using memory_type = host_memory;
   static constexpr const char* name = "shm";
@@ -38,8 +39,8 @@ struct host_slots {
   std::byte* payload(int /*from*/, int /*to*/, std::size_t /*index*/, std::byte* in_segment) const noexcept {
     return in_segment;
   }
-  void put(std::byte* slot, const std::byte* src, std::size_t len) const noexcept { std::memcpy(slot, src, len); }
-  void get(std::byte* dst, const std::byte* slot, std::size_t len) const noexcept { std::memcpy(dst, slot, len); }
+  void put(std::byte* slot, const std::byte* src, std::size_t len) const noexcept { copy_bytes(slot, src, len); }
+  void get(std::byte* dst, const std::byte* slot, std::size_t len) const noexcept { copy_bytes(dst, slot, len); }
 };
 
 }  // namespace detail
