@@ -3,13 +3,12 @@
 //
 // glibc copies blocks of a few KiB and more with `rep movsb`, which on
 // some CPUs (AMD EPYC here, with ERMS and FSRM) runs 15-20x slower when
-// the destination lies 1 to 63 bytes past the source modulo 4 KiB: 2.1
-// against 49 GB/s for 128 KiB. A sender's buffer and a shared-memory slot
-// 8 bytes apart so made whole benchmark runs of the ring broadcast 10x
-// slower, depending on where the heap happened to put the buffer
-// (bench/RESULTS.md, "Third round: all-to-all at once, the route to MPI's
-// own in 3 ns, and a slow mode"). Such pairs copy in 64-byte blocks
-// instead (26-30 GB/s); every other pair is memcpy's.
+// the destination lies 1 to 15 bytes past the source modulo 4 KiB (2.1
+// against 49 GB/s for 128 KiB), and at about half speed up to 63 bytes. A
+// sender's buffer and a shared-memory slot can lie so (bench/RESULTS.md,
+// "Third round: all-to-all at once, the route to MPI's own in 3 ns, and a
+// slow mode"). Such pairs copy in 64-byte blocks instead (26-41 GB/s);
+// every other pair is memcpy's.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
