@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <ringtree/core/cxx20.hpp>
+
 namespace ringtree::detail {
 
 inline void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
