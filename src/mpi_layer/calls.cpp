@@ -108,6 +108,19 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 // `t`: its datatype (the receive side's, for the data-moving calls). A call
 // whose count and datatype were just measured faster on MPI goes there at
 // once (MPI checks its arguments): the route costs one compare.
+// A call that goes to MPI's own still completes the layer's requests on
+// `info`'s communicator first (a freed MPI_Iallreduce completes before the
+// next blocking call on its communicator returns).
+template <class Mpi>
+int to_mpi(call_kind kind, MPI_Comm comm, comm_info* info, Mpi& mpi) {
+  if (info && info->lc) try {
+      info->lc->comm.quiesce();
+    } catch (const std::exception& e) {
+      return raise(comm, call_names[std::size_t(kind)].data(), e.what());
+    }
+  return mpi();
+}
+
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
 [[gnu::noinline]] int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text,
                                  Run&& run, Mpi&& mpi);
@@ -119,14 +132,7 @@ int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& byt
   // out of line, so that this path costs no frame of its own.
   if (comm == last_comm && !inside) {
     const call_to_mpi& memo = last_info->to_mpi[std::size_t(kind)];
-    if (memo.set && memo.count == count && memo.t == t && last_info->lc) {
-      try {
-        last_info->lc->comm.quiesce();  // (see to_mpi below)
-      } catch (const std::exception& e) {
-        return raise(comm, call_names[std::size_t(kind)].data(), e.what());
-      }
-      return mpi();
-    }
+    if (memo.set && memo.count == count && memo.t == t && last_info->lc) return to_mpi(kind, comm, last_info, mpi);
   }
   return serve_long(kind, comm, count, t, bytes, refusal, text, run, mpi);
 }
@@ -134,17 +140,7 @@ template <class Refusal, class Bytes, class Text, class Run, class Mpi>
 int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
   const char* call = call_names[std::size_t(kind)].data();
   comm_info* info = nullptr;
-  // A call that goes to MPI's own still completes the layer's requests
-  // first (a freed MPI_Iallreduce completes before the next blocking call
-  // on its communicator returns).
-  auto to_mpi = [&] {
-    if (info && info->lc) try {
-        info->lc->comm.quiesce();
-      } catch (const std::exception& e) {
-        return raise(comm, call, e.what());
-      }
-    return mpi();
-  };
+  auto to_mpi = [&] { return ::to_mpi(kind, comm, info, mpi); };
   if (inside || !mpi_ready() || (count == 0 && !the_settings().log && !requests_pending())) return mpi();
   const settings& s = the_settings();
   const char* why = refused_everywhere(comm, info);
