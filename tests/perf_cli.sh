@@ -36,4 +36,17 @@ grep -q "model(us)" <<<"$out" || fail "--model has no model column"
 # every ringtree row has a positive prediction; MPI's rows have none
 awk '/^allreduce/ && $7 != "mpi" { if (!($9 > 0)) bad = 1 } /^allreduce/ && $7 == "mpi" { if ($9 != "-") bad = 1 }
      END { exit bad }' <<<"$out" || fail "--model rows lack predictions: $out"
+# --fresh: a `write` row per size, times that include the write, results still checked
+out=$(run 2 -t shm -o broadcast,reduce -b 4K -e 64K -f 16 -a ring,mpi --fresh -w 1 -n 2 -c 1 2>&1) || fail "--fresh failed: $out"
+echo "$out"
+grep -q "^# fresh: " <<<"$out" || fail "the header does not say --fresh"
+grep -q "# checked: 0 wrong elements" <<<"$out" || fail "--fresh rows were not all checked and right"
+[ "$(grep -cE '^(broadcast|reduce) .* write ' <<<"$out")" -eq 4 ] || fail "--fresh lacks a write row per size: $out"
+awk '$7 == "write" && !($8 > 0) { bad = 1 } END { exit bad }' <<<"$out" || fail "a write row has no time: $out"
+# the machine's core-to-core round trip, before and after the rows (not measured with more ranks than cores)
+grep -qE "^# core-to-core round trip \(one cache line, ranks 0 and 1\): ([0-9]+ ns|not measured)" <<<"$out" \
+  || fail "no core-to-core round trip in the header: $out"
+if grep -qE "ranks 0 and 1\): [0-9]+ ns" <<<"$out"; then
+  grep -qE "^# core-to-core round trip after the rows: [0-9]+ ns" <<<"$out" || fail "no round trip after the rows: $out"
+fi
 echo "ringtree-perf command line: ok"

@@ -33,6 +33,7 @@ struct options {
   bool check = true;
   bool model = false;  // print the cost model's prediction next to each time
   bool symmetric = false;  // ringtree's rows on buffers from comm.allocate
+  bool fresh = false;  // every rank rewrites what it sends before each call
   std::string transport = "mpi";
   chunk_sizes chunks;  // the communicator's pipeline granularity (--ring-chunk, ...)
   std::string csv, json, plot;
@@ -59,6 +60,11 @@ inline std::string usage() {
                           copying each byte once)
       --symmetric         run ringtree's algorithms on symmetric buffers
                           (comm.allocate): direct algorithms, automatic picks them
+      --fresh             before every call, each rank writes the data it sends
+                          (as a training step produces new gradients); times
+                          include that write, and a `write` row times it alone.
+                          Without it, a single-copy transfer (MPI's, on one host)
+                          reads lines the reader still caches from the last call
   -d, --datatype TYPE     float double int8 int16 int32 int64 uint8 uint16 uint32 uint64 half bfloat16
   -r, --redop OP          sum prod min max avg (default sum)
   -R, --root N            root of rooted collectives (default 0)
@@ -94,6 +100,7 @@ inline options parse(int argc, const char* const* argv) {
     if (flag == "-h" || flag == "--help") { o.help = true; continue; }
     if (flag == "-m" || flag == "--model") { o.model = true; continue; }
     if (flag == "--symmetric") { o.symmetric = true; continue; }
+    if (flag == "--fresh") { o.fresh = true; continue; }
     if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);

@@ -19,6 +19,7 @@
 #include <ringtree/mpi.hpp>
 
 #include "collective_check.hpp"
+#include "core_round_trip.hpp"
 #include "mpi_reference.hpp"
 #include "perf_args.hpp"
 
@@ -59,6 +60,21 @@ void invoke(Target& target, collective c, std::span<E> in, std::span<E> out, std
   }
 }
 
+// The part of the buffers that this rank sends from in `c` (what --fresh
+// rewrites before each call): the input, the root's buffer for broadcast,
+// nothing at the other ranks of rooted calls that only receive.
+template <class E>
+std::span<E> sent_from(collective c, std::span<E> in, std::span<E> out, std::size_t m, int n, bool is_root) {
+  switch (c) {
+    case collective::broadcast: return is_root ? out.first(m) : std::span<E>{};
+    case collective::scatter: return is_root ? in.first(m * n) : std::span<E>{};
+    case collective::reduce_scatter:
+    case collective::alltoall: return in.first(m * n);
+    case collective::barrier: return {};
+    default: return in.first(m);
+  }
+}
+
 // nccl-tests style: mean time of `iters` calls after `warmup`, the slowest
 // rank's (--rounds takes the median of several of these).
 template <class F>
@@ -87,8 +103,14 @@ void print_header(const options& o, int n) {
   std::printf("# time: mean per call of the slowest rank (the median of the rounds); algbw = size/time; busbw = algbw * bus factor (nccl-tests);\n"
               "# vs mpi = MPI's time (pmpi's, where asked for) / this time for the same size (above 1: faster than MPI)\n"
               "# memcpy: one core copying the same bytes, while the other ranks wait (busbw = algbw)\n");
+  if (o.fresh)
+    std::printf("# fresh: before each call every rank writes the data it sends; times include it, `write` is that write alone\n");
   if (o.model)
     std::printf("# model(us): alpha * steps + beta * bytes + gamma * reduced bytes (docs/algorithms.md)\n");
+}
+
+// The column titles, after every line of the header.
+void print_columns(const options& o) {
   std::printf("%-15s %10s %12s %9s %6s %5s %-28s %11s", "collective", "size", "count", "type", "redop", "root", "algo",
               "time(us)");
   if (o.model) std::printf(" %11s", "model(us)");
@@ -172,8 +194,12 @@ int run_on(Transport& t, const options& o) {
     }
   }
   const cost_model& model = comm.model().model();  // loads or measures it now, not inside a timed row
+  const double trip_before = line_round_trip_ns(MPI_COMM_WORLD);
   if (me == 0) {
     print_header(o, n);
+    std::printf("# core-to-core round trip (one cache line, ranks 0 and 1): %s\n",
+                trip_before > 0 ? detail::cat(std::lround(trip_before), " ns").c_str()
+                                : "not measured (one rank on the host, or more ranks than cores)");
     std::printf("# cost model: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, +%.3g us per step above %.0f B%s (%s)\n",
                 model.alpha * 1e6, model.beta * 1e9, model.gamma * 1e9, model.alpha_above * 1e6, model.knee,
                 model.alpha_net < 0 ? ""
@@ -183,6 +209,7 @@ int run_on(Transport& t, const options& o) {
     if constexpr (hierarchical_transport<Transport>)
       std::printf("# hosts: %s (%d hosts; hierarchical rows %s)\n", t.layout().describe().c_str(), t.layout().hosts(),
                   detail::offers(collective::allreduce, algorithm::hierarchical, comm.placement_of(1 << 20)) ? "offered" : "not offered");
+    print_columns(o);
   }
   std::vector<row> rows;
   long total_wrong = 0;
@@ -211,7 +238,7 @@ int run_on(Transport& t, const options& o) {
       struct entry {
         std::string name, label;
         algorithm a, runs;
-        bool is_mpi, is_memcpy;
+        bool is_mpi, is_memcpy;  // `write` (--fresh) counts as memcpy: one rank's copy, not a collective
         std::vector<double> us;
         mpi_reference* ref;  // MPI's rows: through which names
       };
@@ -227,14 +254,34 @@ int run_on(Transport& t, const options& o) {
         const std::string label = a == algorithm::automatic && ours ? name + ":" + std::string(to_string(runs)) : name;
         todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}, name == "pmpi" ? &pmpi : &mpi});
       }
+      if (o.fresh) todo.push_back({"write", "write", algorithm::automatic, algorithm::automatic, false, true, {}, nullptr});
       auto copy_once = [&] {
         if (me == 0 && bytes > 0) std::memcpy(out_private.data(), in_private.data(), std::min(bytes, len * sizeof(E)));
       };
+      // --fresh: new data before every call, at memset's speed: every byte
+      // 0x3e, then every byte 0x3f, and so on (normal numbers in each
+      // floating type, never a denormal that would slow a reduction; the
+      // checks below run on buffers of their own).
+      int calls = 0;
+      auto rewrite = [&](std::span<E> buf) {
+        if (o.fresh && !buf.empty()) std::memset(static_cast<void*>(buf.data()), 0x3e + (++calls & 1), buf.size_bytes());
+      };
+      const bool is_root = me == o.root;
+      auto one_call = [&](const entry& e) {
+        if (e.is_mpi) {
+          rewrite(sent_from(c, std::span<E>(in_private), std::span<E>(out_private), m, n, is_root));
+          invoke<E>(*e.ref, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a);
+        } else if (e.name == "write") {
+          rewrite(sent_from(c, std::span<E>(in_private), std::span<E>(out_private), m, n, is_root));
+        } else if (e.is_memcpy) {
+          copy_once();
+        } else {
+          rewrite(sent_from(c, in, out, m, n, is_root));
+          invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a);
+        }
+      };
       for (int round = 0; round < o.rounds; ++round)
-        for (auto& e : todo)
-          e.us.push_back(e.is_mpi ? time_us([&] { invoke<E>(*e.ref, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a); }, o.warmup, o.iters)
-                         : e.is_memcpy ? time_us(copy_once, o.warmup, o.iters)
-                                       : time_us([&] { invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters));
+        for (auto& e : todo) e.us.push_back(time_us([&] { one_call(e); }, o.warmup, o.iters));
       double mpi_time = 0;
       for (auto& e : todo) {
         std::nth_element(e.us.begin(), e.us.begin() + e.us.size() / 2, e.us.end());
@@ -261,6 +308,13 @@ int run_on(Transport& t, const options& o) {
       }
       if (bytes == 0 && o.max_bytes == 0) break;
     }
+  }
+  const double trip_after = line_round_trip_ns(MPI_COMM_WORLD);
+  if (me == 0 && trip_before > 0) {
+    // A host that moved the ranks' vCPUs mid-run changed every copy's cost: say so.
+    const double change = trip_after / trip_before;
+    std::printf("# core-to-core round trip after the rows: %ld ns%s\n", std::lround(trip_after),
+                change > 2 || change < 0.5 ? " (changed during the run: rows measured before and after the change do not compare)" : "");
   }
   if (me == 0) {
     if (!o.csv.empty()) write_csv(o.csv, rows);
