@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <thread>
 #include <string>
 #include <vector>
@@ -96,9 +97,9 @@ TEST_CASE("symmetric buffers: spans inside a buffer, automatic, and the plain al
       for (int v : part) CHECK(v == 10);
     }
     // a private buffer runs direct only where it fits the staging slots; two-shot streams it through staging
-    std::vector<int> priv(2000, 1);
+    std::vector<int> priv(2100, 1);
     CHECK_THROWS_WITH_AS(comm.broadcast(std::span<int>(priv), 0, algorithm::direct),
-                         doctest::Contains("algorithm direct is not available for broadcast of 8000 bytes"), error);
+                         doctest::Contains("algorithm direct is not available for broadcast of 8400 bytes"), error);
     std::vector<int> small(10, t.rank() == 2 ? 7 : 0);
     comm.broadcast(std::span<int>(small), 2, algorithm::direct);
     for (int v : small) CHECK(v == 7);
@@ -126,7 +127,9 @@ TEST_CASE("symmetric buffers: mismatched calls raise instead of reading the wron
   }
   // Both ranks raise; the second may learn first that the other failed.
   // At least one must name the mismatch.
-  for (std::size_t count : {std::size_t{64}, std::size_t{4096}}) {  // staging slots; epoch lines
+  // 64: both stage; 4096: rank 0's 4 KiB stages, rank 1's 8 KiB does not
+  // (each waits on a count the other never moves); 8192: epoch lines
+  for (std::size_t count : {std::size_t{64}, std::size_t{4096}, std::size_t{8192}}) {
     CAPTURE(count);
     std::vector<std::string> said(2);
     local_world(2).run([&](local_transport& t) {
@@ -165,15 +168,18 @@ TEST_CASE("symmetric buffers: a rank that fails is named by the ranks that wait 
 // "rank r left the communicator" about once in 150 short jobs under load.)
 TEST_CASE("symmetric buffers: a peer that reaches the phase and leaves between two looks is not a failure") {
   constexpr std::uint64_t target = (std::uint64_t{7} << 24) | 3;
-  std::vector<detail::epoch_line> lines(2);
+  // each rank's control memory: its epoch line, then its staging slots (zeros: no staged call yet)
+  struct alignas(64) control_memory { std::byte bytes[detail::control_bytes]; };
+  std::vector<control_memory> memory(2);
+  detail::epoch_line* lines[2] = {new (memory[0].bytes) detail::epoch_line{}, new (memory[1].bytes) detail::epoch_line{}};
   shared_mapping control;
-  control.bases = {reinterpret_cast<std::byte*>(&lines[0]), reinterpret_cast<std::byte*>(&lines[1])};
-  control.bytes = sizeof(detail::epoch_line);
+  control.bases = {memory[0].bytes, memory[1].bytes};
+  control.bytes = detail::control_bytes;
   control.timeout = std::chrono::seconds(10);
   int asked = 0;
   control.peer_problem = [&](int q) -> std::string {
     ++asked;
-    lines[q].seq.store(target, std::memory_order_release);  // its last phase, then it leaves
+    lines[q]->seq.store(target, std::memory_order_release);  // its last phase, then it leaves
     return "rank 1 left the communicator";
   };
   detail::symmetric_heap heap(0, 2, std::move(control), 2);
@@ -181,7 +187,7 @@ TEST_CASE("symmetric buffers: a peer that reaches the phase and leaves between t
   CHECK(asked == 1);
 
   // A peer that is gone without reaching the phase is still named.
-  lines[1].seq.store(0);
+  lines[1]->seq.store(0);
   CHECK_THROWS_WITH_AS(heap.wait("allreduce", 1, target + 1), doctest::Contains("rank 1 left"), error);
 }
 

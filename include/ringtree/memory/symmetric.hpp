@@ -66,7 +66,7 @@ struct stage_header {
   std::atomic<std::uint64_t> seq;  // the staged call this slot holds
   std::uint64_t call_word, bytes;
 };
-inline constexpr std::size_t stage_stride = 4096, stage_capacity = stage_stride - sizeof(stage_header);
+inline constexpr std::size_t stage_stride = 8192, stage_capacity = stage_stride - sizeof(stage_header);
 // A rank's control memory: its epoch line, then its two staging slots.
 inline constexpr std::size_t control_bytes = 64 + 2 * stage_stride;
 inline constexpr int phase_bits = 24;
@@ -154,10 +154,15 @@ class symmetric_heap {
     // (q's epoch line also says so where `seq` is a staging slot's)
     auto q_failed = [&](std::uint64_t v) { return v == failed_seq || line(q)->seq.load(std::memory_order_acquire) == failed_seq; };
     auto raise_failed = [&] { throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)")); };
+    const bool on_line = &seq == &line(q)->seq;
     for (long looks = 0;; ++looks) {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
       if (v >= target && v != failed_seq) return;
       if (((looks & 63) == 63 || v == failed_seq) && q_failed(v)) raise_failed();
+      if ((looks & 63) == 63 && went_elsewhere(q, on_line))
+        throw error(call, rank_, cat("rank ", q, " called a different collective: it went on to a ", on_line ? "staged" : "direct",
+                                     " call that this rank has not made, where this rank's call is ", on_line ? "direct" : "staged",
+                                     " (different sizes on different ranks?)"));
       if (!p.idle() || !p.check_due()) continue;
       if (control_.peer_problem)
         if (auto why = control_.peer_problem(q); !why.empty()) {
@@ -178,6 +183,20 @@ class symmetric_heap {
   }
 
  private:
+  // Whether q is in a call of the other kind that this rank has not made:
+  // a staged call while this rank waits on q's epoch line, or a call on
+  // the epoch lines while it waits on q's staging slot. Each kind has its
+  // own count, so ranks that disagree on whether a call stages (a size on
+  // either side of stage_capacity) would otherwise wait for the timeout.
+  bool went_elsewhere(int q, bool on_line) const noexcept {
+    if (on_line) {
+      const std::uint64_t s = std::max(stage(q, 0)->seq.load(std::memory_order_acquire), stage(q, 1)->seq.load(std::memory_order_acquire));
+      return s != failed_seq && s > stage_;
+    }
+    const std::uint64_t v = line(q)->seq.load(std::memory_order_acquire);
+    return v != failed_seq && (v >> phase_bits) > call_;
+  }
+
   int rank_, size_;
   shared_mapping control_;
   long spin_;  // spins before yielding: few when ranks outnumber cores
