@@ -18,7 +18,8 @@
 
 namespace ringtree::perf {
 
-// Nanoseconds, the median of 7 batches of 2000 round trips; 0 where it is
+// Nanoseconds, the median of 7 batches of 2000 round trips (fewer where
+// they take more than 200 ms); 0 where it is
 // not measured: fewer than 2 ranks on the host, or more ranks than cores
 // (a spinning rank would wait for a scheduler slice, not for a line).
 // Collective over `world`; the value is that of the caller's host.
@@ -40,25 +41,36 @@ inline double line_round_trip_ns(MPI_Comm world) {
   MPI_Barrier(host);
   double ns = 0;
   if (measured && me < 2) {
+    // Rank 0 leads: it writes an odd number, rank 1 answers with the next
+    // one, until rank 0 writes `stop`. Rank 0 stops after 7 batches or
+    // 200 ms, so that a loaded machine (where a trip may wait for a
+    // scheduler slice) costs a fifth of a second, not minutes.
     std::atomic_ref<std::int64_t> flag(*line);
-    constexpr int trips = 2000, batches = 7;
-    std::vector<double> per_trip;
-    std::int64_t k = 0;
-    for (int b = 0; b < batches; ++b) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < trips; ++i, k += 2) {
-        if (me == 0) {
+    constexpr std::int64_t stop = -2;
+    if (me == 1) {
+      for (std::int64_t v; (v = flag.load(std::memory_order_acquire)) != stop;)
+        if (v & 1) flag.store(v + 1, std::memory_order_release);
+    } else {
+      constexpr int trips = 2000, batches = 7;
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<double> per_trip;
+      std::int64_t k = 0;
+      bool late = false;
+      for (int b = 0; b < batches && !late; ++b) {
+        const auto t0 = std::chrono::steady_clock::now();
+        int done = 0;
+        while (done < trips && !late) {
           flag.store(k + 1, std::memory_order_release);
           while (flag.load(std::memory_order_acquire) != k + 2) {}
-        } else {
-          while (flag.load(std::memory_order_acquire) != k + 1) {}
-          flag.store(k + 2, std::memory_order_release);
+          k += 2;
+          late = (++done & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(200);
         }
+        per_trip.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / done);
       }
-      per_trip.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / trips);
+      flag.store(stop, std::memory_order_release);
+      std::nth_element(per_trip.begin(), per_trip.begin() + per_trip.size() / 2, per_trip.end());
+      ns = per_trip[per_trip.size() / 2];
     }
-    std::nth_element(per_trip.begin(), per_trip.begin() + batches / 2, per_trip.end());
-    ns = per_trip[batches / 2];
   }
   MPI_Barrier(host);
   MPI_Win_free(&win);
