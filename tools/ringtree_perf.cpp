@@ -239,6 +239,7 @@ int run_on(Transport& t, const options& o) {
         std::string name, label;
         algorithm a, runs;
         bool is_mpi, is_memcpy;  // `write` (--fresh) counts as memcpy: one rank's copy, not a collective
+        bool is_write;
         std::vector<double> us;
         mpi_reference* ref;  // MPI's rows: through which names
       };
@@ -252,9 +253,9 @@ int run_on(Transport& t, const options& o) {
         if (ours && a != algorithm::automatic && !detail::offers(c, a, comm.placement_of(in_bytes, o.symmetric))) continue;  // not offered here
         const algorithm runs = a == algorithm::automatic ? comm.choose(c, in_bytes, o.symmetric) : a;
         const std::string label = a == algorithm::automatic && ours ? name + ":" + std::string(to_string(runs)) : name;
-        todo.push_back({name, label, a, runs, is_mpi, is_memcpy, {}, name == "pmpi" ? &pmpi : &mpi});
+        todo.push_back({name, label, a, runs, is_mpi, is_memcpy, false, {}, name == "pmpi" ? &pmpi : &mpi});
       }
-      if (o.fresh) todo.push_back({"write", "write", algorithm::automatic, algorithm::automatic, false, true, {}, nullptr});
+      if (o.fresh) todo.push_back({"write", "write", algorithm::automatic, algorithm::automatic, false, true, true, {}, nullptr});
       auto copy_once = [&] {
         if (me == 0 && bytes > 0) std::memcpy(out_private.data(), in_private.data(), std::min(bytes, len * sizeof(E)));
       };
@@ -266,22 +267,17 @@ int run_on(Transport& t, const options& o) {
       auto rewrite = [&](std::span<E> buf) {
         if (o.fresh && !buf.empty()) std::memset(static_cast<void*>(buf.data()), 0x3e + (++calls & 1), buf.size_bytes());
       };
+      // What each kind of row sends from, found once per size: nothing but
+      // the call (and the write) is timed.
       const bool is_root = me == o.root;
-      auto one_call = [&](const entry& e) {
-        if (e.is_mpi) {
-          rewrite(sent_from(c, std::span<E>(in_private), std::span<E>(out_private), m, n, is_root));
-          invoke<E>(*e.ref, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a);
-        } else if (e.name == "write") {
-          rewrite(sent_from(c, std::span<E>(in_private), std::span<E>(out_private), m, n, is_root));
-        } else if (e.is_memcpy) {
-          copy_once();
-        } else {
-          rewrite(sent_from(c, in, out, m, n, is_root));
-          invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a);
-        }
-      };
+      const std::span<E> sent_private = sent_from(c, std::span<E>(in_private), std::span<E>(out_private), m, n, is_root);
+      const std::span<E> sent_ours = sent_from(c, in, out, m, n, is_root);
       for (int round = 0; round < o.rounds; ++round)
-        for (auto& e : todo) e.us.push_back(time_us([&] { one_call(e); }, o.warmup, o.iters));
+        for (auto& e : todo)
+          e.us.push_back(e.is_mpi ? time_us([&] { rewrite(sent_private), invoke<E>(*e.ref, c, std::span<E>(in_private), std::span<E>(out_private), m, o.redop, o.root, e.a); }, o.warmup, o.iters)
+                         : e.is_write  ? time_us([&] { rewrite(sent_private); }, o.warmup, o.iters)
+                         : e.is_memcpy ? time_us(copy_once, o.warmup, o.iters)
+                                       : time_us([&] { rewrite(sent_ours), invoke<E>(comm, c, in, out, m, o.redop, o.root, e.a); }, o.warmup, o.iters));
       double mpi_time = 0;
       for (auto& e : todo) {
         std::nth_element(e.us.begin(), e.us.begin() + e.us.size() / 2, e.us.end());

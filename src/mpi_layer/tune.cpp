@@ -12,11 +12,12 @@
 // serve every call it can: RINGTREE_MPI_ROUTES=0), PMPI_* is MPI's own.
 // Rounds alternate the two, each rank's time of a batch is the slowest
 // rank's, the median over rounds decides; before every timed call each
-// rank writes new data into what it sends, as a program does. ringtree serves a size where it
-// is faster by more than `margin`, MPI's own the others (a tie costs the
-// program nothing there); a size whose winner differs from both of
-// its neighbours' (which agree) by less than `stable_margin` takes theirs,
-// so that choices do not flip between neighbouring sizes on noise.
+// rank writes new data into what it sends, as a program does. ringtree
+// serves a size where it is faster by more than `margin`, MPI's own the
+// others (a tie costs the program nothing there); a size whose winner
+// differs from both of its neighbours' (which agree) by less than
+// `stable_margin` takes theirs, so that choices do not flip between
+// neighbouring sizes on noise.
 #include <mpi.h>
 
 #include <algorithm>
