@@ -32,6 +32,7 @@ struct config {
   std::optional<bool> calibrate;  // unset: measure if no file
   std::string cache_dir, model_file, trace;
   std::string shm_name, shm_job;
+  std::string root;               // RINGTREE_ROOT
   std::optional<int> rank, size;  // RINGTREE_RANK, RINGTREE_SIZE
 
   static constexpr double min_timeout_seconds = 1e-3, max_timeout_seconds = 1e9;
@@ -97,12 +98,15 @@ inline constexpr env_variable env_variables[] = {
      [](config& c, const char* v) { c.trace = v; }},
     {"RINGTREE_SHM_NAME", "none", "`shm_transport::from_env()`: the segment's name, `/` and a word",
      [](config& c, const char* v) { c.shm_name = v; }},
-    {"RINGTREE_RANK", "none", "`shm_transport::from_env()`: this process's rank (else the launcher's variable)",
+    {"RINGTREE_RANK", "none", "`from_env()` of `shm_transport` and `root_bootstrap`: this process's rank (else the launcher's variable)",
      [](config& c, const char* v) { c.rank = config::parse_count("RINGTREE_RANK", v); }},
-    {"RINGTREE_SIZE", "none", "`shm_transport::from_env()`: the number of ranks (else the launcher's variable)",
+    {"RINGTREE_SIZE", "none", "`from_env()` of `shm_transport` and `root_bootstrap`: the number of ranks (else the launcher's variable)",
      [](config& c, const char* v) { c.size = config::parse_count("RINGTREE_SIZE", v); }},
     {"RINGTREE_SHM_JOB", "none", "`shm_transport::from_env()`: the job's identity, which every rank must share",
      [](config& c, const char* v) { c.shm_job = v; }},
+    {"RINGTREE_ROOT", "none",
+     "`root_bootstrap::from_env()`: `host:port` where rank 0 listens for the others, the same on every rank (as NCCL_COMM_ID)",
+     [](config& c, const char* v) { c.root = v; }},
 };
 
 namespace detail {

@@ -1,0 +1,271 @@
+// The network transport (UCX) and the bootstraps without MPI, between
+// real processes started with fork() on this host, over TCP (UCX_TLS=tcp:
+// UCX would otherwise take shared memory between processes of one host).
+// Across emulated hosts: tests/net/hosts_*.sh.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ringtree/ringtree.hpp>
+#include <ringtree/transport/net.hpp>
+#include <ringtree/transport/root_bootstrap.hpp>
+
+#include "tools/collective_check.hpp"
+#include "host_check.hpp"
+#include "process_check.hpp"
+#include "shm_check.hpp"
+#include "test_time.hpp"
+
+using namespace ringtree;
+using namespace std::chrono_literals;
+using rt_test::exited_ok;
+using rt_test::run_processes;
+
+namespace {
+
+// A port nobody listens on now (the kernel's pick, released at once).
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+std::string local_root() { return "127.0.0.1:" + std::to_string(free_port()); }
+
+root_options quick(double seconds) {
+  root_options o;
+  o.timeout = rt_test::scaled(std::chrono::duration<double>(seconds));
+  o.job = "test-job";
+  return o;
+}
+
+// Every rank's bytes: rank r sends r + 1 copies of a byte naming r and the round.
+std::vector<std::byte> blob(int r, int round) {
+  return std::vector<std::byte>(static_cast<std::size_t>(r + 1), static_cast<std::byte>(16 * r + round));
+}
+
+std::string texts(const std::vector<rt_test::outcome>& res) {
+  std::string s;
+  for (std::size_t r = 0; r < res.size(); ++r) s += detail::cat("[rank ", r, "] ", res[r].text, "\n");
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("root_bootstrap: every rank's bytes reach every rank, round after round") {
+  for (int n : {1, 2, 3, 5}) {
+    CAPTURE(n);
+    const std::string root = local_root();
+    auto res = run_processes(n, [&](int rank, FILE* out) {
+      root_bootstrap b(root, rank, n, quick(20));
+      for (int round = 0; round < 3; ++round) {
+        const auto mine = blob(rank, round);
+        const auto all = b.allgather("round", mine);
+        for (int q = 0; q < n; ++q)
+          if (all[q] != blob(q, round)) {
+            std::fprintf(out, "round %d: rank %d's bytes are wrong", round, q);
+            return 1;
+          }
+      }
+      return 0;
+    });
+    for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+  }
+}
+
+TEST_CASE("root_bootstrap: strays at the port are refused and named, the job still forms") {
+  const std::string root = local_root();
+  const int port = std::stoi(root.substr(root.find(':') + 1));
+  auto res = run_processes(3, [&](int rank, FILE* out) {
+    if (rank == 2) {
+      // Not a rank: first a connection that speaks no ringtree, then one
+      // that claims rank 1 of another job; then the real rank 1 joins.
+      std::this_thread::sleep_for(200ms);
+      for (int i = 0; i < 2; ++i) {
+        const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (int k = 0; k < 100 && ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0; ++k) std::this_thread::sleep_for(20ms);
+        if (i == 0) {
+          const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+          (void)::send(s, junk, sizeof junk, MSG_NOSIGNAL);
+        } else {
+          struct {
+            char g[8];
+            std::uint32_t size, rank, job_bytes;
+          } h{{'R', 'T', 'R', 'O', 'O', 'T', '1', '\n'}, 2, 1, 5};
+          (void)::send(s, &h, sizeof h, MSG_NOSIGNAL);
+          (void)::send(s, "other", 5, MSG_NOSIGNAL);
+        }
+        char answer[4];
+        (void)::recv(s, answer, sizeof answer, 0);  // the root closes it
+        ::close(s);
+      }
+      std::fprintf(out, "strays done");
+      return 0;
+    }
+    if (rank == 1) std::this_thread::sleep_for(600ms);
+    root_bootstrap b(root, rank, 2, quick(20));
+    const auto all = b.allgather("hello", blob(rank, 0));
+    return all[0] == blob(0, 0) && all[1] == blob(1, 0) ? 0 : 1;
+  });
+  for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+
+  // With rank 1 missing, the timeout names the refused strangers.
+  const std::string root2 = local_root();
+  const int port2 = std::stoi(root2.substr(root2.find(':') + 1));
+  auto res2 = run_processes(2, [&](int rank, FILE* out) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(100ms);
+      const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(port2));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      for (int k = 0; k < 100 && ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0; ++k) std::this_thread::sleep_for(20ms);
+      (void)::send(s, "xxxxxxxxxxxxxxxxxxxxxxxx", 20, MSG_NOSIGNAL);
+      char answer[4];
+      (void)::recv(s, answer, sizeof answer, 0);
+      ::close(s);
+      return 0;
+    }
+    try {
+      root_bootstrap b(root2, 0, 2, quick(1.5));
+    } catch (const timeout_error& e) {
+      std::fprintf(out, "%s", e.what());
+      return e.peer() == 1 ? 0 : 1;
+    }
+    return 2;
+  });
+  CHECK_MESSAGE(exited_ok(res2[0]), texts(res2));
+  CHECK_MESSAGE(rt_test::has(res2[0].text, "for rank(s) 1 of 2 to connect"), res2[0].text);
+  CHECK_MESSAGE(rt_test::has(res2[0].text, "refused 127.0.0.1:"), res2[0].text);
+  CHECK_MESSAGE(rt_test::has(res2[0].text, "not a ringtree rank"), res2[0].text);
+}
+
+TEST_CASE("root_bootstrap: a root that never listens is a timeout naming its address; bad addresses are errors") {
+  const std::string root = local_root();
+  try {
+    root_bootstrap b(root, 1, 2, quick(0.5));
+    FAIL("no error");
+  } catch (const timeout_error& e) {
+    CHECK(e.peer() == 0);
+    CHECK_MESSAGE(rt_test::has(e.what(), "cannot reach the root (rank 0) at " + root), e.what());
+    CHECK_MESSAGE(rt_test::has(e.what(), "Connection refused"), e.what());
+  }
+  for (const char* bad : {"localhost", "localhost:0", "localhost:99999", ":80", "localhost:8x"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(root_bootstrap(bad, 0, 2, quick(0.5)), doctest::Contains("expected host:port"), error);
+  }
+  CHECK_THROWS_WITH_AS(root_bootstrap("127.0.0.1:1", 2, 2, quick(0.5)), doctest::Contains("rank 2 of 2 ranks"), error);
+  CHECK_THROWS_WITH_AS(root_bootstrap("no-such-host.invalid:80", 1, 2, quick(0.5)), doctest::Contains("cannot resolve"), error);
+}
+
+TEST_CASE("net: every collective between forked processes over UCX's TCP, bootstrapped at a root") {
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    const std::string root = local_root();
+    auto res = run_processes(n, [&](int rank, FILE* out) {
+      setenv("UCX_TLS", "tcp", 1);
+      root_bootstrap b(root, rank, n, quick(20));
+      net_options opt;
+      opt.timeout = rt_test::scaled(30s);  // a hang guard
+      net_transport t(b, opt);
+      communicator comm(t, communicator_options{.checked = true});
+      std::string first;
+      for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000, 70000}))
+        for (auto f : {rt_test::check<float>(comm, c), rt_test::check<std::int32_t>(comm, c)})
+          if (first.empty()) first = f;
+      if (auto f = rt_test::check_alltoallv(comm); first.empty()) first = f;
+      if (n > 1) {  // a split: the halves run on their own numbers
+        auto half = comm.split(rank % 2, rank);
+        for (const auto& c : rt_test::all_cases(half.size(), {3, 1000}))
+          if (auto f = rt_test::check<double>(half, c); first.empty()) first = f;
+      }
+      std::fprintf(out, "%s", first.c_str());
+      return first.empty() ? 0 : 1;
+    });
+    for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+  }
+}
+
+TEST_CASE("net: a peer that dies is named by every survivor at once, not after the timeout") {
+  const std::string root = local_root();
+  const auto timeout = rt_test::scaled(60s);
+  auto res = run_processes(3, [&](int rank, FILE* out) {
+    setenv("UCX_TLS", "tcp", 1);
+    root_bootstrap b(root, rank, 3, quick(20));
+    net_options opt;
+    opt.timeout = timeout;
+    net_transport t(b, opt);
+    communicator comm(t);
+    std::vector<float> v(1000, 1.0f);
+    comm.allreduce(std::span(v));
+    if (rank == 2) ::kill(::getpid(), SIGKILL);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100; ++i) comm.allreduce(std::span(v));
+      std::fprintf(out, "no error");
+      return 1;
+    } catch (const error& e) {
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(out, "after %.2f s: %s", took, e.what());
+      return took < timeout.count() / 4 ? 0 : 2;
+    }
+  });
+  CHECK(WIFSIGNALED(res[2].status));
+  for (int r : {0, 1}) {
+    CHECK_MESSAGE(exited_ok(res[r]), texts(res));
+    CHECK_MESSAGE(rt_test::has(res[r].text, "failed or left"), texts(res));
+  }
+  // At least one survivor names the dead rank itself (the other may name
+  // the survivor that gave up first and closed its connections).
+  CHECK_MESSAGE((rt_test::has(res[0].text, "rank 2 (pid") || rt_test::has(res[1].text, "rank 2 (pid")), texts(res));
+}
+
+TEST_CASE("net: a message of another length than posted is refused, naming the peer") {
+  const std::string root = local_root();
+  auto res = run_processes(2, [&](int rank, FILE* out) {
+    setenv("UCX_TLS", "tcp", 1);
+    root_bootstrap b(root, rank, 2, quick(20));
+    net_options opt;
+    opt.timeout = rt_test::scaled(20s);
+    net_transport t(b, opt);
+    std::vector<std::byte> buf(rank == 0 ? 100 : 64);
+    try {
+      for (std::size_t len : {std::size_t{64}, std::size_t{100}}) {
+        if (rank == 0) {
+          auto r = t.isend(1, std::span<const std::byte>(buf).first(len == 64 ? 50 : 100));
+          t.wait(r);
+        } else {
+          auto r = t.irecv(0, std::span(buf));
+          t.wait(r);
+        }
+      }
+    } catch (const error& e) {
+      std::fprintf(out, "%s", e.what());
+      return rank == 1 ? 0 : 1;
+    }
+    return rank == 0 ? 0 : 1;
+  });
+  CHECK_MESSAGE(exited_ok(res[1]), texts(res));
+  CHECK_MESSAGE(rt_test::has(res[1].text, "rank 0 sent 50 bytes where 64 were expected"), texts(res));
+}
