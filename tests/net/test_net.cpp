@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,12 +14,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/net.hpp>
+#include <ringtree/transport/net_cluster.hpp>
 #include <ringtree/transport/root_bootstrap.hpp>
 
 #include "tools/collective_check.hpp"
@@ -268,4 +271,55 @@ TEST_CASE("net: a message of another length than posted is refused, naming the p
   });
   CHECK_MESSAGE(exited_ok(res[1]), texts(res));
   CHECK_MESSAGE(rt_test::has(res[1].text, "rank 0 sent 50 bytes where 64 were expected"), texts(res));
+}
+
+TEST_CASE("net_cluster: hosts found by name, shared memory within, UCX between; every row incl. the hierarchical ones") {
+  // Emulated hosts: each process takes a UTS namespace of its own and the
+  // host name of its layout entry (root may; elsewhere the case is skipped).
+  struct layout {
+    std::vector<const char*> hosts;
+    bool shared_memory;
+  };
+  for (const layout& l : {layout{{"a", "a", "b", "b"}, true}, layout{{"a", "b", "c", "c"}, true}, layout{{"a", "a", "a"}, true},
+                          layout{{"a", "a", "b"}, false}}) {
+    const int n = static_cast<int>(l.hosts.size());
+    std::string shape;
+    for (auto h : l.hosts) shape += h;
+    CAPTURE(shape);
+    CAPTURE(l.shared_memory);
+    const std::string root = local_root();
+    auto res = run_processes(n, [&](int rank, FILE* out) {
+      if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(l.hosts[rank], std::strlen(l.hosts[rank])) != 0) {
+        std::fprintf(out, "skip: no UTS namespace (%s)", std::strerror(errno));
+        return 77;
+      }
+      setenv("UCX_TLS", "tcp", 1);
+      root_bootstrap b(root, rank, n, quick(20));
+      net_cluster_options opt;
+      opt.timeout = rt_test::scaled(30s);
+      opt.shared_memory = l.shared_memory;
+      net_cluster t(b, opt);
+      communicator comm(t, communicator_options{.checked = true});
+      const int hosts = t.layout().hosts();
+      const int expected = l.shared_memory ? static_cast<int>(std::set<std::string>(l.hosts.begin(), l.hosts.end()).size()) : n;
+      if (hosts != expected) {
+        std::fprintf(out, "%d hosts found, %d expected", hosts, expected);
+        return 1;
+      }
+      std::string first;
+      for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000, 70000}, 0, false, false, hosts))
+        for (auto f : {rt_test::check<float>(comm, c), rt_test::check<std::int32_t>(comm, c)})
+          if (first.empty()) first = f;
+      auto half = comm.split(rank % 2, rank);
+      for (const auto& c : rt_test::all_cases(half.size(), {3, 1000}))
+        if (auto f = rt_test::check<double>(half, c); first.empty()) first = f;
+      std::fprintf(out, "%s", first.c_str());
+      return first.empty() ? 0 : 1;
+    });
+    if (WIFEXITED(res[0].status) && WEXITSTATUS(res[0].status) == 77) {
+      MESSAGE("skipped: ", res[0].text);
+      return;
+    }
+    for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+  }
 }

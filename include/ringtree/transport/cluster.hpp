@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <ringtree/core/error.hpp>
+#include <ringtree/transport/cluster_parts.hpp>
 #include <ringtree/transport/hosts.hpp>
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/transport/shm.hpp>
@@ -42,45 +43,32 @@ struct cluster_options {
   bool shared_memory = true;  // false: MPI between every two ranks, as if each were alone on its host
 };
 
-class cluster_transport {
+class cluster_transport : public detail::cluster_parts<mpi_transport> {
  public:
-  using memory_type = mpi_memory;
   static constexpr const char* name = "cluster";
-  // A message goes over one of the two, as the transport is laid out.
-  struct request {
-    shm_transport::request shm;
-    mpi_transport::request mpi;
-  };
 
   explicit cluster_transport(MPI_Comm comm, cluster_options opt = {}) : opt_(std::move(opt)) {
     if (opt_.timeout) opt_.shm.timeout = opt_.mpi.timeout = opt_.timeout;
-    world_ = std::make_unique<mpi_transport>(comm, opt_.mpi);
-    const MPI_Comm w = world_->comm();
-    const int rank = world_->rank();
+    auto world = std::make_unique<mpi_transport>(comm, opt_.mpi);
+    const MPI_Comm w = world->comm();
+    const int rank = world->rank();
     MPI_Comm here = MPI_COMM_NULL;
-    check(MPI_Comm_split_type(w, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &here), "MPI_Comm_split_type");
+    check(MPI_Comm_split_type(w, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &here), "MPI_Comm_split_type", rank);
     struct local_comm {  // freed on every way out
       MPI_Comm c;
       ~local_comm() { MPI_Comm_free(&c); }
     } local{here};
     // A host is named by its lowest rank.
     int first = rank;
-    check(MPI_Bcast(&first, 1, MPI_INT, 0, local.c), "MPI_Bcast");
-    std::vector<std::uint64_t> keys(world_->size());
+    check(MPI_Bcast(&first, 1, MPI_INT, 0, local.c), "MPI_Bcast", rank);
+    std::vector<std::uint64_t> keys(world->size());
     const std::uint64_t mine = static_cast<std::uint64_t>(opt_.shared_memory ? first : rank);
-    check(MPI_Allgather(&mine, 1, MPI_UINT64_T, keys.data(), 1, MPI_UINT64_T, w), "MPI_Allgather");
-    layout_ = host_layout(keys);
-    const int h = layout_.host_of(rank), i = layout_.index_of(rank);
-    if (layout_.hosts() == 1) {
-      local_ = std::make_unique<shm_transport>(draw_segment_name(local.c), i, static_cast<int>(layout_.members(h).size()), opt_.shm);
-    } else if (layout_.hosts() < layout_.ranks()) {
-      local_ = std::make_unique<shm_transport>(draw_segment_name(local.c), i, static_cast<int>(layout_.members(h).size()), opt_.shm);
-      MPI_Comm across = MPI_COMM_NULL;
-      check(MPI_Comm_split(w, i, h, &across), "MPI_Comm_split");
-      cross_ = std::make_unique<mpi_transport>(across, opt_.mpi);
-      MPI_Comm_free(&across);
+    check(MPI_Allgather(&mine, 1, MPI_UINT64_T, keys.data(), 1, MPI_UINT64_T, w), "MPI_Allgather", rank);
+    make_parts(std::move(world), keys, draw_segment_name(local.c), opt_.shm);
+    if (local_ && cross_) {
       // Long waits on any part are published in this host's lines, as the
       // communicator's ranks, so a timeout names the rank behind the chain.
+      const int h = layout_.host_of(rank), i = layout_.index_of(rank);
       local_->number_as(layout_.members(h));
       world_->report_waits(local_->wait_board());
       std::vector<int> same_index;  // cross rank -> this rank's counterpart on each host
@@ -92,49 +80,7 @@ class cluster_transport {
   cluster_transport(const cluster_transport&) = delete;
   cluster_transport& operator=(const cluster_transport&) = delete;
 
-  int rank() const noexcept { return world_->rank(); }
-  int size() const noexcept { return world_->size(); }
-  // Every rank on one host: the messages move through shared memory.
-  bool one_host() const noexcept { return layout_.hosts() == 1; }
   MPI_Comm comm() const noexcept { return world_->comm(); }
-  memory_type memory() const noexcept { return one_host() ? mpi_memory{} : world_->memory(); }
-
-  request isend(int peer, std::span<const std::byte> data) {
-    request r;
-    if (one_host()) r.shm = local_->isend(peer, data);
-    else r.mpi = world_->isend(peer, data);
-    return r;
-  }
-  request irecv(int peer, std::span<std::byte> data) {
-    request r;
-    if (one_host()) r.shm = local_->irecv(peer, data);
-    else r.mpi = world_->irecv(peer, data);
-    return r;
-  }
-  void wait(request& r) {
-    if (one_host()) local_->wait(r.shm);
-    else world_->wait(r.mpi);
-  }
-  bool test(request& r) { return one_host() ? local_->test(r.shm) : world_->test(r.mpi); }
-  bool probe(int peer) { return one_host() ? local_->probe(peer) : world_->probe(peer); }
-  std::chrono::duration<double> timeout() const noexcept { return world_->timeout(); }
-
-  // The hierarchical parts (transport/hosts.hpp): there where the ranks
-  // span hosts and some share one.
-  const host_layout& layout() const noexcept { return layout_; }
-  shm_transport& host_local() { return part(local_.get(), "host_local"); }
-  mpi_transport& host_cross() { return part(cross_.get(), "host_cross"); }
-
-  // Symmetric memory and staging where every rank shares this host.
-  std::optional<shared_mapping> map_shared(std::size_t bytes) {
-    if (!one_host()) return std::nullopt;
-    return local_->map_shared(bytes);
-  }
-  std::optional<shared_mapping> map_control(std::size_t bytes) {
-    if (!one_host()) return std::nullopt;
-    return local_->map_control(bytes);
-  }
-  bool maps_in_calls() const noexcept { return one_host(); }
 
   // Ends the whole job (MPI_Abort), as over MPI.
   [[noreturn]] void abort(int code = 1) const noexcept { world_->abort(code); }
@@ -145,7 +91,7 @@ class cluster_transport {
   // communicator::split: MPI_Comm_split, then a cluster_transport of the part.
   std::unique_ptr<cluster_transport> split(int color, int key, std::span<const int>, int) const {
     MPI_Comm part = MPI_COMM_NULL;
-    check(MPI_Comm_split(world_->comm(), color, key, &part), "MPI_Comm_split");
+    check(MPI_Comm_split(world_->comm(), color, key, &part), "MPI_Comm_split", rank());
     struct freed {
       MPI_Comm c;
       ~freed() { MPI_Comm_free(&c); }
@@ -163,22 +109,11 @@ class cluster_transport {
     MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
     return name;
   }
-  template <class P>
-  P& part(P* p, const char* which) const {
-    if (p == nullptr)
-      throw error(which, rank(), detail::cat("this cluster has no such part: its ", layout_.ranks(), " ranks are on ",
-                                             layout_.hosts(), " hosts (", layout_.describe(), ")"));
-    return *p;
-  }
-  void check(int code, const char* what) const {
-    if (code != MPI_SUCCESS) throw error(what, world_ ? world_->rank() : -1, detail::mpi_error_string(code));
+  static void check(int code, const char* what, int rank) {
+    if (code != MPI_SUCCESS) throw error(what, rank, detail::mpi_error_string(code));
   }
 
   cluster_options opt_;
-  std::unique_ptr<mpi_transport> world_;
-  host_layout layout_;
-  std::unique_ptr<shm_transport> local_;  // this host's ranks (all of them on one host)
-  std::unique_ptr<mpi_transport> cross_;  // the ranks of this local index on every host
 };
 
 }  // namespace ringtree
