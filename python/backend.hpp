@@ -18,6 +18,9 @@
 #ifdef RINGTREE_TORCH_MPI
 #include <ringtree/mpi.hpp>
 #endif
+#ifdef RINGTREE_TORCH_NET
+#include <ringtree/transport/net_cluster.hpp>
+#endif
 
 namespace ringtree_torch {
 
@@ -553,11 +556,17 @@ using shm_group = group<comm_over<ringtree::shm_transport>>;
 #ifdef RINGTREE_TORCH_MPI
 using mpi_group = group<comm_over<ringtree::cluster_transport>>;
 #endif
+#ifdef RINGTREE_TORCH_NET
+using net_group = group<comm_over<ringtree::net_cluster>>;
+#endif
 
 }  // namespace ringtree_torch
 
-// Compiled once, in group_shm.cpp and group_mpi.cpp.
+// Compiled once, in group_shm.cpp, group_mpi.cpp and group_net.cpp.
 extern template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::shm_transport>>;
 #ifdef RINGTREE_TORCH_MPI
 extern template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::cluster_transport>>;
+#endif
+#ifdef RINGTREE_TORCH_NET
+extern template class ringtree_torch::group<ringtree_torch::comm_over<ringtree::net_cluster>>;
 #endif

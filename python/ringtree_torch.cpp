@@ -5,12 +5,17 @@
 //   ranks started without mpirun (mp.spawn, torchrun) on one host
 //                          shared memory (shm_transport), bootstrapped
 //                          through torch's store
+//   ranks started without mpirun (torchrun --nnodes N, srun) on several
+//   hosts (when built with UCX)
+//                          net_cluster: shared memory within each host,
+//                          UCX between hosts, hierarchical collectives
+//                          across them, bootstrapped through torch's store
 //   ranks started by mpirun (when built with MPI)
 //                          make_communicator's transport (cluster_transport):
 //                          shared memory within each host, MPI between
 //                          hosts, hierarchical collectives across them
 //
-// RINGTREE_TORCH_TRANSPORT=shm|cluster|mpi forces one (mpi: MPI between
+// RINGTREE_TORCH_TRANSPORT=shm|net|cluster|mpi forces one (mpi: MPI between
 // every two ranks, no shared memory). Each group has two
 // communicators: one for the collectives and one for send/recv, so that a
 // pipeline stage's pending isend never stands in the way of a collective
@@ -24,7 +29,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <optional>
+#include <span>
 #include <random>
 #include <sstream>
 #include <string>
@@ -37,15 +45,7 @@
 
 namespace ringtree_torch {
 
-// Where the ranks run: the host's name and boot id (ranks in other network
-// namespaces of one machine still share its memory).
-std::string host_identity() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(name) + "/" + boot;
-}
+using ringtree::detail::host_identity;  // where the ranks run: the host's name and boot id
 std::string random_hex(int words) {
   std::random_device rd;
   std::string s;
@@ -96,11 +96,39 @@ void formed(c10d::Store& store, int rank, int size, double seconds) {
     fail("init_process_group", rank, get_string(store, "ringtree/conflict") + ": refused on every rank of the group");
 }
 
-#ifdef RINGTREE_TORCH_MPI
-using any_group = std::variant<std::unique_ptr<shm_group>, std::unique_ptr<mpi_group>>;
-#else
-using any_group = std::variant<std::unique_ptr<shm_group>>;
+#ifdef RINGTREE_TORCH_NET
+// torch's store as the network transport's bootstrap (transport/bootstrap.hpp).
+class store_bootstrap final : public ringtree::store_bootstrap {
+ public:
+  store_bootstrap(c10d::Store& store, int rank, int size, std::string prefix, double seconds)
+      : ringtree::store_bootstrap(rank, size, std::move(prefix), std::chrono::duration<double>(seconds)), store_(store) {}
+
+ protected:
+  void set(const std::string& key, std::span<const std::byte> value) override {
+    const auto* p = reinterpret_cast<const uint8_t*>(value.data());
+    store_.set(key, std::vector<uint8_t>(p, p + value.size()));
+  }
+  std::optional<std::vector<std::byte>> try_get(const std::string& key) override {
+    if (!store_.check({key})) return std::nullopt;
+    const auto v = store_.get(key);
+    std::vector<std::byte> out(v.size());
+    if (!v.empty()) std::memcpy(out.data(), v.data(), v.size());
+    return out;
+  }
+
+ private:
+  c10d::Store& store_;
+};
 #endif
+
+using any_group = std::variant<std::unique_ptr<shm_group>
+#ifdef RINGTREE_TORCH_MPI
+                               , std::unique_ptr<mpi_group>
+#endif
+#ifdef RINGTREE_TORCH_NET
+                               , std::unique_ptr<net_group>
+#endif
+                               >;
 
 c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                          std::chrono::milliseconds timeout);
@@ -299,8 +327,8 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
   const auto store = this_attempt(group_store);
   if (size < 1 || rank < 0 || rank >= size) fail(call, rank, "rank " + std::to_string(rank) + " of " + std::to_string(size));
   std::string want = ringtree::config::get("RINGTREE_TORCH_TRANSPORT") ? ringtree::config::get("RINGTREE_TORCH_TRANSPORT") : "";
-  if (want != "" && want != "shm" && want != "mpi" && want != "cluster")
-    fail(call, rank, "RINGTREE_TORCH_TRANSPORT is '" + want + "'; it must be shm, cluster, mpi or unset");
+  if (want != "" && want != "shm" && want != "net" && want != "mpi" && want != "cluster")
+    fail(call, rank, "RINGTREE_TORCH_TRANSPORT is '" + want + "'; it must be shm, net, cluster, mpi or unset");
   const double seconds = std::chrono::duration<double>(timeout).count();
   claim_rank(*store, rank, size);
   // Which hosts the ranks run on.
@@ -309,10 +337,10 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
   for (int r = 0; r < size; ++r) one_host = one_host && get_string(*store, "ringtree/host/" + std::to_string(r)) == host_identity();
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
                             std::getenv("PMIX_RANK") != nullptr;
-  if (want.empty()) want = under_mpirun ? "cluster" : "shm";
+  if (want.empty()) want = under_mpirun ? "cluster" : one_host ? "shm" : "net";
   if (want == "shm") {
     if (!one_host)
-      fail(call, rank, "the ranks run on several hosts: start them with mpirun (or RINGTREE_TORCH_TRANSPORT=shm was set)");
+      fail(call, rank, "the ranks run on several hosts, and RINGTREE_TORCH_TRANSPORT=shm was set (shared memory needs one host)");
     // Rank 0 draws the segments' names and a secret that every attacher
     // must show (shm_options::job); the store is what the ranks trust.
     if (rank == 0)
@@ -330,6 +358,27 @@ c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& 
     auto g = std::make_unique<shm_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), "shm");
     formed(*store, rank, size, seconds);
     return c10::make_intrusive<process_group>(rank, size, std::move(g), timeout, store);
+  }
+  if (want == "net") {
+#ifdef RINGTREE_TORCH_NET
+    // Two clusters (collectives; send/recv), each bootstrapped through the
+    // store under keys of its own; UCX between hosts, shared memory within.
+    ringtree::net_cluster_options opt;
+    opt.timeout = std::chrono::duration<double>(seconds);
+    store_bootstrap coll_boot(*store, rank, size, "ringtree/net/coll", seconds);
+    auto coll = std::make_unique<ringtree::net_cluster>(coll_boot, opt);
+    store_bootstrap p2p_boot(*store, rank, size, "ringtree/net/p2p", seconds);
+    auto p2p = std::make_unique<ringtree::net_cluster>(p2p_boot, opt);
+    const std::string how = coll->one_host() ? "net (one host: shared memory)" : "net (" + coll->layout().describe() + " hosts)";
+    using C = comm_over<ringtree::net_cluster>;
+    auto g = std::make_unique<net_group>(C(std::move(coll)), C(std::move(p2p), p2p_only), how);
+    formed(*store, rank, size, seconds);
+    return c10::make_intrusive<process_group>(rank, size, std::move(g), timeout, store);
+#else
+    fail(call, rank, one_host ? "RINGTREE_TORCH_TRANSPORT=net, but ringtree_torch was built without UCX (libucx-dev)"
+                              : "the ranks run on several hosts, and ringtree_torch was built without UCX (libucx-dev) "
+                                "or MPI: install libucx-dev and build it again, or start the ranks with mpirun");
+#endif
   }
 #ifdef RINGTREE_TORCH_MPI
   if (!under_mpirun)
@@ -384,7 +433,8 @@ PYBIND11_MODULE(_C, m) {
   py::class_<ringtree_torch::process_group, c10d::Backend, c10::intrusive_ptr<ringtree_torch::process_group>>(
       m, "ProcessGroupRingtree")
       .def_property_readonly("transport", &ringtree_torch::process_group::transport,
-                             "'shm' (shared memory, one host), 'cluster (...)' (make_communicator's, under mpirun) or 'mpi'");
+                             "'shm' (shared memory, one host), 'net (...)' (UCX between hosts, shared memory within), "
+                             "'cluster (...)' (make_communicator's, under mpirun) or 'mpi'");
   m.def("_create", &ringtree_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_finalize_mpi", &ringtree_torch::finalize_mpi, py::call_guard<py::gil_scoped_release>());

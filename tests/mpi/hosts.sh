@@ -4,6 +4,7 @@
 # shared memory only within a host) run for real:
 #
 #   tests/mpi/hosts.sh [-l LAYOUT] [-r RATE] [-m node|slot] [-d HOST:SECONDS] PROGRAM [ARGS...]
+#   tests/mpi/hosts.sh [-l LAYOUT] [-r RATE] [-d HOST:SECONDS] -e COMMAND
 #
 #   -l LAYOUT  ranks per host: "2x2" (hosts x ranks each) or "1,1,2" (one
 #              number per host); default "2x1", two hosts of one rank
@@ -13,6 +14,11 @@
 #              rank 1 on host 2, ...; default); slot: host 1's ranks first
 #   -d H:S     link down: S seconds after PROGRAM starts, host H's link goes
 #              down (ip link set ... down), for fault tests
+#   -e CMD     no MPI: run the shell command CMD once on every host, as a
+#              launcher without mpirun does (torchrun --nnodes, srun), with
+#              HOSTS_INDEX (0 for host 1, ...), HOSTS_COUNT, HOSTS_RANKS (the
+#              ranks of this host) and HOSTS_ROOT (host 1's address) set;
+#              exits with the first host's non-zero status, else 0
 #
 # Each host is a Linux network namespace with its own hostname (a UTS
 # namespace) and one veth link to a bridge in a "switch" namespace, address
@@ -25,7 +31,9 @@
 # when_idle): a rank spinning on a core starves the softirqs that carry its
 # own packets (4 ms per message on 2 hosts of one rank otherwise). The file
 # system and /dev/shm are this machine's, so ranks of one host can share
-# memory as on a real host. netem is not in this kernel, so latency is what
+# memory as on a real host. Every host resolves the others' names (host1,
+# host2, ...: a private /etc/hosts, through ip netns exec's /etc/netns/),
+# as a cluster's DNS would. netem is not in this kernel, so latency is what
 # TCP over veth gives: bench/hosts_bench.sh measures it (a ping-pong).
 #
 # Exits with PROGRAM's status; 77 (meson's "skip") where namespaces cannot be
@@ -38,21 +46,22 @@
 # PROGRAM may run (then it is killed: 124), default none.
 set -u
 
-layout="2x1" rate="" map=node down=""
+layout="2x1" rate="" map=node down="" each_cmd=""
 while [ $# -gt 0 ]; do
   case $1 in
     -l) layout=${2:-}; shift 2 || true;;
     -r) rate=${2:-}; shift 2 || true;;
     -m) map=${2:-}; shift 2 || true;;
     -d) down=${2:-}; shift 2 || true;;
+    -e) each_cmd=${2:-}; shift 2 || true;;
     -p) layout="2x${2:-}"; shift 2 || true;;  # two_hosts.sh's flag: N ranks on each of two hosts
     --) shift; break;;
     -*) echo "hosts.sh: unknown flag '$1' (-l LAYOUT, -r RATE, -m node|slot, -d HOST:SECONDS)" >&2; exit 2;;
     *) break;;
   esac
 done
-usage="usage: $0 [-l LAYOUT] [-r RATE] [-m node|slot] [-d HOST:SECONDS] PROGRAM [ARGS...]"
-[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+usage="usage: $0 [-l LAYOUT] [-r RATE] [-m node|slot] [-d HOST:SECONDS] PROGRAM [ARGS...] | -e COMMAND"
+[ $# -ge 1 ] || [ -n "$each_cmd" ] || { echo "$usage" >&2; exit 2; }
 # The layout as one rank count per host.
 case $layout in
   *x*) hosts=${layout%%x*} each=${layout#*x}
@@ -71,17 +80,19 @@ if [ -n "$down" ]; then
   case "$down_host" in ''|*[!0-9]*) echo "hosts.sh: -d '$down': HOST:SECONDS" >&2; exit 2;; esac
   [ "$down_host" -ge 1 ] && [ "$down_host" -le "$hosts" ] || { echo "hosts.sh: -d '$down': no host $down_host" >&2; exit 2; }
 fi
-prog=$1; shift
-# The file system is shared by the hosts, but the path is handed to orted
-# elsewhere and started from mpirun's directory there: make it absolute.
-case $prog in */*) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog");; *) found=$(command -v "$prog") || { echo "hosts.sh: no program '$prog'" >&2; exit 2; }; prog=$found;; esac
-[ -x "$prog" ] || { echo "hosts.sh: '$prog' is not executable" >&2; exit 2; }
+if [ -z "$each_cmd" ]; then
+  prog=$1; shift
+  # The file system is shared by the hosts, but the path is handed to orted
+  # elsewhere and started from mpirun's directory there: make it absolute.
+  case $prog in */*) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog");; *) found=$(command -v "$prog") || { echo "hosts.sh: no program '$prog'" >&2; exit 2; }; prog=$found;; esac
+  [ -x "$prog" ] || { echo "hosts.sh: '$prog' is not executable" >&2; exit 2; }
+fi
 
 skip() { echo "SKIP: hosts.sh: $* (needs root, CAP_SYS_ADMIN and CAP_NET_ADMIN, iproute2's ip, util-linux's unshare)"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "not root"
 command -v ip >/dev/null || skip "no 'ip' binary (iproute2)"
 command -v unshare >/dev/null || skip "no 'unshare' binary (util-linux)"
-command -v mpirun >/dev/null || skip "no mpirun"
+[ -n "$each_cmd" ] || command -v mpirun >/dev/null || skip "no mpirun"
 if [ -n "$rate" ]; then command -v tc >/dev/null || skip "no 'tc' binary (iproute2) for -r"; fi
 
 # Names are unique per run (the PID); interface names must fit in 15 bytes.
@@ -114,7 +125,7 @@ drop_ns() {
 }
 cleanup() {
   [ -n "${downer:-}" ] && kill "$downer" 2>/dev/null
-  for ((h = 1; h <= hosts; h++)); do drop_ns "$(ns $h)"; done
+  for ((h = 1; h <= hosts; h++)); do drop_ns "$(ns $h)"; rm -rf "/etc/netns/$(ns $h)"; done
   drop_ns "$sw"
   rm -rf "$tmp"
 }
@@ -125,7 +136,7 @@ trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP
 # its mpirun, daemons and ranks may still run there. (A PID reused since
 # only delays the sweep; a concurrent run is left alone.) two_hosts.sh's too.
 for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rt_(h[0-9]+|sw)_[0-9]+$'); do
-  kill -0 "${n##*_}" 2>/dev/null || { echo "hosts.sh: removing stale namespace $n"; drop_ns "$n"; }
+  kill -0 "${n##*_}" 2>/dev/null || { echo "hosts.sh: removing stale namespace $n"; drop_ns "$n"; rm -rf "/etc/netns/$n"; }
 done
 for d in "${TMPDIR:-/tmp}"/hosts.[0-9]*.* "${TMPDIR:-/tmp}"/two_hosts.[0-9]*.*; do
   [ -d "$d" ] || continue
@@ -156,6 +167,10 @@ setup() {
     ip -n "$sw" link set "$(sv $h)" master br0 && ip -n "$sw" link set "$(sv $h)" up &&
     ip -n "$(ns $h)" addr add "$(ip_of $h)/24" dev "$(hv $h)" &&
     ip -n "$(ns $h)" link set lo up && ip -n "$(ns $h)" link set "$(hv $h)" up || return 1
+    mkdir -p "/etc/netns/$(ns $h)" && {
+      printf '127.0.0.1 localhost\n'
+      for ((g = 1; g <= hosts; g++)); do printf '%s host%s\n' "$(ip_of $g)" "$g"; done
+    } >"/etc/netns/$(ns $h)/hosts" || return 1
     if [ -n "$rate" ]; then  # both directions: out of the host, and out of the switch toward it
       tc -n "$(ns $h)" qdisc add dev "$(hv $h)" root tbf rate "$rate" burst "$burst" latency 50ms &&
       tc -n "$sw" qdisc add dev "$(sv $h)" root tbf rate "$rate" burst "$burst" latency 50ms || return 1
@@ -201,6 +216,32 @@ run_mpi() {
       ${HOSTS_MPIRUN_ARGS:-} "$@"
 }
 
+# The link-down fault, in the background.
+start_down() {
+  if [ -n "$down" ]; then
+    ( sleep "$down_after"; ip -n "$(ns "$down_host")" link set "$(hv "$down_host")" down &&
+      echo "hosts.sh: host$down_host's link is down (after $down_after s)" ) &
+    downer=$!
+  fi
+}
+
+# -e: the command on every host at once, each in its host's namespaces
+# (in the background and waited for, as mpirun below).
+if [ -n "$each_cmd" ]; then
+  echo "hosts.sh: '$each_cmd' on $hosts hosts (${per[*]} ranks each)${rate:+, links shaped to $rate each way}"
+  start_down
+  pids=()
+  for ((h = 1; h <= hosts; h++)); do
+    HOSTS_INDEX=$((h - 1)) HOSTS_COUNT=$hosts HOSTS_RANKS=${per[$((h - 1))]} HOSTS_ROOT=$(ip_of 1) \
+      ${HOSTS_LIMIT:+timeout "$HOSTS_LIMIT"} ip netns exec "$(ns $h)" unshare --uts sh -c 'hostname "$1" && exec sh -c "$2"' sh "host$h" "$each_cmd" </dev/null &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p"; r=$?; [ $rc -eq 0 ] && rc=$r; done
+  echo "hosts.sh: '$each_cmd' on $hosts hosts exited $rc"
+  exit $rc
+fi
+
 # Prove the hosts are what was asked: every rank prints its hostname and
 # address. Bounded, so that a launch that cannot reach a host fails
 # instead of hanging.
@@ -214,12 +255,7 @@ for ((h = 1; h <= hosts; h++)); do
     { echo "FAIL: hosts.sh: expected ${per[$((h - 1))]} rank(s) on host$h"; exit 1; }
 done
 
-# The link-down fault, in the background.
-if [ -n "$down" ]; then
-  ( sleep "$down_after"; ip -n "$(ns "$down_host")" link set "$(hv "$down_host")" down &&
-    echo "hosts.sh: host$down_host's link is down (after $down_after s)" ) &
-  downer=$!
-fi
+start_down
 # In the background and waited for, so that a signal to this script runs the
 # trap at once (bash defers traps while a foreground child runs); the trap
 # then stops mpirun and the daemons. stdin is not forwarded to the ranks.

@@ -65,17 +65,7 @@ class cluster_transport : public detail::cluster_parts<mpi_transport> {
     const std::uint64_t mine = static_cast<std::uint64_t>(opt_.shared_memory ? first : rank);
     check(MPI_Allgather(&mine, 1, MPI_UINT64_T, keys.data(), 1, MPI_UINT64_T, w), "MPI_Allgather", rank);
     make_parts(std::move(world), keys, draw_segment_name(local.c), opt_.shm);
-    if (local_ && cross_) {
-      // Long waits on any part are published in this host's lines, as the
-      // communicator's ranks, so a timeout names the rank behind the chain.
-      const int h = layout_.host_of(rank), i = layout_.index_of(rank);
-      local_->number_as(layout_.members(h));
-      world_->report_waits(local_->wait_board());
-      std::vector<int> same_index;  // cross rank -> this rank's counterpart on each host
-      for (int g = 0; g < layout_.hosts(); ++g)
-        if (i < static_cast<int>(layout_.members(g).size())) same_index.push_back(layout_.members(g)[i]);
-      cross_->report_waits(local_->wait_board(), std::move(same_index));
-    }
+    share_waits();
   }
   cluster_transport(const cluster_transport&) = delete;
   cluster_transport& operator=(const cluster_transport&) = delete;

@@ -96,11 +96,26 @@ class cluster_parts {
     if (layout_.hosts() == layout_.ranks() && layout_.hosts() > 1) return;  // every rank alone: Net for everything
     local_ = std::make_unique<shm_transport>(name, i, here, std::move(shm));
     if (layout_.hosts() == 1) return;
-    std::vector<int> same_index;  // cross rank -> this rank's counterpart on each host
+    const auto same = same_index(i);
+    const int at = static_cast<int>(std::find(same.begin(), same.end(), r) - same.begin());
+    cross_ = world_->split(i, h, std::span<const int>(same), at);
+  }
+  // Long waits on any part are published in this host's lines, in the
+  // flat transport's numbers, so that a timeout names the rank at the end
+  // of the chain (transport/wait_board.hpp), wherever it runs.
+  void share_waits() {
+    if (!local_ || !cross_) return;
+    const int r = rank();
+    local_->number_as(layout_.members(layout_.host_of(r)));
+    world_->report_waits(local_->wait_board());
+    cross_->report_waits(local_->wait_board(), same_index(layout_.index_of(r)));
+  }
+  // The ranks of local index i, one per host that has one: host_cross's ranks.
+  std::vector<int> same_index(int i) const {
+    std::vector<int> same;
     for (int g = 0; g < layout_.hosts(); ++g)
-      if (i < static_cast<int>(layout_.members(g).size())) same_index.push_back(layout_.members(g)[i]);
-    const int at = static_cast<int>(std::find(same_index.begin(), same_index.end(), r) - same_index.begin());
-    cross_ = world_->split(i, h, std::span<const int>(same_index), at);
+      if (i < static_cast<int>(layout_.members(g).size())) same.push_back(layout_.members(g)[i]);
+    return same;
   }
   template <class P>
   P& part(P* p, const char* which) const {

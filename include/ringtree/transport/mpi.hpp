@@ -364,15 +364,8 @@ class mpi_transport {
   // No answer in time: names the peer, or the rank this host's chain of
   // waits leads to from it (wait_board.hpp).
   [[noreturn]] void timed_out(const request& r) const {
-    const int peer = whole_of(r.peer_);
-    const auto b = board_ ? board_->follow(peer) : detail::wait_board::blame{peer, {}};
-    int named = b.rank == peer ? r.peer_ : size_ + b.rank;  // (a rank not in this communicator: size() + its number)
-    for (int q = 0; q < size_; ++q)
-      if (b.rank != peer && whole_of(q) == b.rank) named = q;
-    throw timeout_error(r.recv_ ? "recv" : "send", rank_, named,
-                        detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_,
-                                    whole_.empty() || b.chain.empty() ? "" : detail::cat(" (rank ", peer, " of the whole communicator, in whose numbers the rest is)"),
-                                    b.chain, b.verdict(b.rank == peer ? std::string("it") : detail::cat("rank ", b.rank))));
+    detail::raise_timeout(board_.get(), [&](int q) { return whole_of(q); }, !whole_.empty(), r.recv_ ? "recv" : "send",
+                          rank_, size_, r.peer_, opt_.timeout->count(), "");
   }
   int whole_of(int r) const noexcept { return whole_.empty() ? r : whole_[r]; }
   // One MPI_Testall of r's pieces: completes r (and checks what arrived)

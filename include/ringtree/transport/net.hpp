@@ -42,6 +42,7 @@
 #include <ringtree/memory/host_memory.hpp>
 #include <ringtree/transport/bootstrap.hpp>
 #include <ringtree/transport/transport.hpp>
+#include <ringtree/transport/wait_board.hpp>
 
 namespace ringtree {
 
@@ -261,8 +262,10 @@ class net_transport {
       detail::patience pat(*opt_.timeout, detail::pace{2000, 0});
       while (!test_pending(r)) {
         if (!pat.idle()) continue;
+        if (pat.started() && board_) board_->waiting(whole_[r.peer_]);  // a long wait: the host may ask whom for
         if (pat.overdue()) timed_out(r);
       }
+      if (pat.waited_long() && board_) board_->done();
     });
   }
   bool test(request& r) {
@@ -277,6 +280,11 @@ class net_transport {
     });
     return done;
   }
+  // Long waits are published on `board` (the host's ranks' lines), in the
+  // numbers of the transport this one was split from (which its parts
+  // know already: `whole` is not needed), and a timeout follows the chain.
+  void report_waits(std::shared_ptr<const detail::wait_board> board, const std::vector<int>& = {}) { board_ = std::move(board); }
+
   // Whether a message from `peer` has arrived that no posted receive takes.
   bool probe(int peer) {
     check_usable("probe", peer);
@@ -389,11 +397,11 @@ class net_transport {
       throw;
     }
   }
+  // No answer in time: names the peer, or the rank this host's chain of
+  // waits leads to from it (wait_board.hpp).
   [[noreturn]] void timed_out(const request& r) const {
-    throw timeout_error(r.recv_ ? "recv" : "send", rank_, r.peer_,
-                        detail::cat("waited ", opt_.timeout->count(), " s for rank ", r.peer_, " (",
-                                    engine_->where(whole_[r.peer_]), "), ", detail::whole_timeout_words,
-                                    ": stalled, or its host unreachable"));
+    detail::raise_timeout(board_.get(), [&](int q) { return whole_[q]; }, part_ != 1, r.recv_ ? "recv" : "send", rank_,
+                          size_, r.peer_, opt_.timeout->count(), detail::cat(" (", engine_->where(whole_[r.peer_]), ")"));
   }
   void check_usable(const char* call, int) const { engine_->stop.check(call, rank_); }
 
@@ -417,6 +425,7 @@ class net_transport {
   int rank_ = 0, size_ = 1;
   std::uint32_t part_ = 1, splits_ = 0;
   std::vector<int> whole_;  // rank r here is rank whole_[r] of the engine
+  std::shared_ptr<const detail::wait_board> board_;  // this host's long waits (report_waits), if any
 };
 
 }  // namespace ringtree

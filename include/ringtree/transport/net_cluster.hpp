@@ -55,6 +55,7 @@ class net_cluster : public detail::cluster_parts<net_transport> {
       opt_.shm.job = std::string("net_cluster ") + detail::exchange_all(*world, "net_cluster: secret", secret)[0].data();
     }
     form(std::move(world), std::move(keys));
+    share_waits();  // (a split's parts number their ranks apart: they raise on their own waits)
   }
   net_cluster(const net_cluster&) = delete;
   net_cluster& operator=(const net_cluster&) = delete;

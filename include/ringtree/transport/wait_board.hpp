@@ -99,4 +99,24 @@ class wait_board {
   std::vector<int> whole_;
 };
 
+// The timeout_error of a transport between hosts (MPI, UCX) whose wait on
+// its rank `peer` got no answer: it names the peer, or where this host's
+// board (may be null) leads from it, the rank it names given in the
+// transport's numbers where it has one there (else size + its number).
+// `whole_of(q)`: rank q's number on the board; `renumbered`: whether that
+// differs from the transport's own; `about`: words on the peer, or "".
+template <class WholeOf>
+[[noreturn]] void raise_timeout(const wait_board* board, WholeOf whole_of, bool renumbered, const char* call, int me,
+                                int size, int peer, double seconds, const std::string& about) {
+  const int p = whole_of(peer);
+  const auto b = board ? board->follow(p) : wait_board::blame{p, {}};
+  int named = b.rank == p ? peer : size + b.rank;
+  for (int q = 0; q < size; ++q)
+    if (b.rank != p && whole_of(q) == b.rank) named = q;
+  throw timeout_error(call, me, named,
+                      cat("waited ", seconds, " s for rank ", peer, about,
+                          !renumbered || b.chain.empty() ? "" : cat(" (rank ", p, " of the whole communicator, in whose numbers the rest is)"),
+                          b.chain, b.verdict(b.rank == p ? std::string("it") : cat("rank ", b.rank))));
+}
+
 }  // namespace ringtree::detail
