@@ -74,9 +74,11 @@ inline std::string usage() {
                           time warm-up + iters calls) and report each one's
                           median: drift and noisy moments hit all alike (default 1)
   -c, --check 0|1         check every result against a reference (default 1)
-  -t, --transport NAME    mpi (default), shm (shared memory; all ranks on one host) or cluster
+  -t, --transport NAME    mpi (default), shm (shared memory; all ranks on one host), cluster
                           (make_communicator's: shared memory within hosts, MPI between them,
-                          hierarchical algorithms offered where ranks span hosts)
+                          hierarchical algorithms offered where ranks span hosts) or net (the
+                          same with UCX between hosts instead of MPI: net_cluster; MPI only
+                          starts the ranks and hands out the addresses)
       --ring-chunk SIZE   pipeline chunk of the ring algorithms (default 512K)
       --tree-chunk SIZE   pipeline chunk of the tree algorithms (default 64K)
       --stream-bytes SIZE staging per rank of two_shot on private buffers (default 1M)
@@ -143,8 +145,8 @@ inline options parse(int argc, const char* const* argv) {
     else if (flag == "--rounds") o.rounds = static_cast<int>(parse_int(flag, value, 1, 1000));
     else if (flag == "-c" || flag == "--check") o.check = parse_int(flag, value, 0, 1) == 1;
     else if (flag == "-t" || flag == "--transport") {
-      if (value != "mpi" && value != "shm" && value != "cluster")
-        bad("-t: unknown transport '" + value + "' (available: mpi, shm, cluster)");
+      if (value != "mpi" && value != "shm" && value != "cluster" && value != "net")
+        bad("-t: unknown transport '" + value + "' (available: mpi, shm, cluster, net)");
       o.transport = value;
     } else if (flag == "--csv") o.csv = value;
     else if (flag == "--json") o.json = value;

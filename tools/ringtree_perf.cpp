@@ -11,12 +11,17 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ringtree/core/json.hpp>
 #include <ringtree/ringtree.hpp>
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/mpi.hpp>
+#ifdef RINGTREE_PERF_NET
+#include <ringtree/transport/mpi_bootstrap.hpp>
+#include <ringtree/transport/net_cluster.hpp>
+#endif
 
 #include "collective_check.hpp"
 #include "core_round_trip.hpp"
@@ -327,6 +332,20 @@ int run(const options& o) {
   if (o.transport == "mpi") {
     mpi_transport t(MPI_COMM_WORLD);
     return run_on<E>(t, o);
+  }
+  if (o.transport == "net") {
+#ifdef RINGTREE_PERF_NET
+    // (float32 and float64 only: every element type would triple the tool's build)
+    if constexpr (std::is_same_v<E, float> || std::is_same_v<E, double>) {
+      mpi_bootstrap b(MPI_COMM_WORLD);
+      net_cluster t(b);
+      return run_on<E>(t, o);
+    } else {
+      throw error("ringtree-perf", -1, "-t net runs float32 and float64 (-d)");
+    }
+#else
+    throw error("ringtree-perf", -1, "-t net: this ringtree-perf was built without UCX (libucx-dev)");
+#endif
   }
   // shm and cluster: make_communicator's transport (on one host, every
   // message moves through shared memory: MPI only starts the ranks)
