@@ -288,6 +288,7 @@ TEST_CASE("net_cluster: hosts found by name, shared memory within, UCX between; 
     CAPTURE(shape);
     CAPTURE(l.shared_memory);
     const std::string root = local_root();
+    const auto before = rt_test::shm_entries();
     auto res = run_processes(n, [&](int rank, FILE* out) {
       if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(l.hosts[rank], std::strlen(l.hosts[rank])) != 0) {
         std::fprintf(out, "skip: no UTS namespace (%s)", std::strerror(errno));
@@ -321,5 +322,43 @@ TEST_CASE("net_cluster: hosts found by name, shared memory within, UCX between; 
       return;
     }
     for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+    const auto left = rt_test::left_behind(before);
+    CHECK_MESSAGE(left.empty(), "left in /dev/shm: ", left.size(), " entries, the first ", left.empty() ? "" : *left.begin());
   }
+}
+
+TEST_CASE("net: abort() on one rank makes every peer's wait raise at once, naming it") {
+  const std::string root = local_root();
+  const auto timeout = rt_test::scaled(60s);
+  auto res = run_processes(3, [&](int rank, FILE* out) {
+    setenv("UCX_TLS", "tcp", 1);
+    root_bootstrap b(root, rank, 3, quick(20));
+    net_options opt;
+    opt.timeout = timeout;
+    net_transport t(b, opt);
+    communicator comm(t);
+    std::vector<float> v(100, 1.0f);
+    comm.allreduce(std::span(v));
+    if (rank == 1) {
+      t.abort();
+      try {
+        comm.allreduce(std::span(v));
+      } catch (const error& e) {
+        std::fprintf(out, "%s", e.what());
+        return rt_test::has(e.what(), "called abort()") ? 0 : 1;
+      }
+      return 2;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      comm.allreduce(std::span(v));
+    } catch (const error& e) {
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(out, "after %.2f s: %s", took, e.what());
+      return took < timeout.count() / 4 ? 0 : 2;
+    }
+    return 3;
+  });
+  for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+  CHECK_MESSAGE((rt_test::has(res[0].text, "rank 1 (pid") || rt_test::has(res[2].text, "rank 1 (pid")), texts(res));
 }
