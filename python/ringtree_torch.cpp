@@ -311,20 +311,24 @@ const ringtree::communicator_options p2p_only{.point_to_point_only = true};
 
 // What torch calls for init_process_group("ringtree") and new_group:
 // (store with this group's prefix, rank, size, timeout).
-// torchrun's restarted workers meet in the store of the attempt before
-// (torch 2.x hands every attempt the agent's store with no prefix of its
-// own), where the old attempt's claims would refuse them: each attempt's
-// keys apart.
-c10::intrusive_ptr<c10d::Store> this_attempt(const c10::intrusive_ptr<c10d::Store>& store) {
-  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  if (!attempt) return store;
-  return c10::make_intrusive<c10d::PrefixStore>(std::string("ringtree-attempt-") + attempt, store);
+// torchrun's restarted workers meet in the store of the round before
+// (torch 2.x shares one store server between rendezvous rounds), where the
+// old round's claims would refuse them: each round's keys apart. Which
+// round: not TORCHELASTIC_RESTART_COUNT, which differs between nodes (a
+// node whose workers restart because another node's failed does not count
+// it), but how often this rank was claimed before under this launcher:
+// every worker of a restarted job claims again, so all of them agree.
+// Without an elastic launcher a second claim is a stranger (claim_rank).
+c10::intrusive_ptr<c10d::Store> this_round(const c10::intrusive_ptr<c10d::Store>& store, int rank) {
+  if (!std::getenv("TORCHELASTIC_RUN_ID")) return store;
+  const auto before = store->add("ringtree/rounds/" + std::to_string(rank), 1) - 1;
+  return c10::make_intrusive<c10d::PrefixStore>("ringtree-round-" + std::to_string(before), store);
 }
 
 c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& group_store, int rank, int size,
                                          std::chrono::milliseconds timeout) {
   const std::string call = "init_process_group";
-  const auto store = this_attempt(group_store);
+  const auto store = this_round(group_store, rank);
   if (size < 1 || rank < 0 || rank >= size) fail(call, rank, "rank " + std::to_string(rank) + " of " + std::to_string(size));
   std::string want = ringtree::config::get("RINGTREE_TORCH_TRANSPORT") ? ringtree::config::get("RINGTREE_TORCH_TRANSPORT") : "";
   if (want != "" && want != "shm" && want != "net" && want != "mpi" && want != "cluster")

@@ -9,7 +9,9 @@
 # (pkg-config mpi, else mpicxx --showme:compile) and -DOMPI_SKIP_MPICXX=1
 # -DMPICH_SKIP_MPICXX=1, as ringtree-mpi gives them; headers that include
 # <cuda_runtime.h> compile with nvcc (-c, it has no syntax-only mode) when it
-# is found, and are skipped with a message otherwise. Two compiles at a time,
+# is found, and are skipped with a message otherwise; headers that include
+# <ucp/api/ucp.h> get UCX's flags (pkg-config ucx), or are skipped with a
+# message without it. Two compiles at a time,
 # niced. Usage: headers_alone.sh SOURCE_DIR
 set -euo pipefail
 src=$(cd "${1:?usage: headers_alone.sh SOURCE_DIR}" && pwd)
@@ -31,6 +33,7 @@ def needs(h, seen):
     for i in direct.get(h, []):
         if i == 'mpi.h': out.add('mpi')
         elif i == 'cuda_runtime.h': out.add('cuda')
+        elif i == 'ucp/api/ucp.h': out.add('ucx')
         elif i in direct and i not in seen:
             seen.add(i)
             out |= needs(i, seen)
@@ -55,6 +58,9 @@ mpi_flags=""
 if pkg-config --exists mpi 2>/dev/null; then mpi_flags=$(pkg-config --cflags mpi)
 elif command -v mpicxx >/dev/null; then mpi_flags=$(mpicxx --showme:compile 2>/dev/null || true); fi
 [ -n "$mpi_flags" ] && mpi_flags="$mpi_flags -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1"
+ucx_flags=""
+ucx_found=0
+if pkg-config --exists ucx 2>/dev/null; then ucx_flags=$(pkg-config --cflags ucx); ucx_found=1; fi
 nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
 compilers=()
 for c in "${CXX:-g++}" clang++; do
@@ -69,8 +75,10 @@ while read -r h need; do
       >"$tmp/cxx20_${h//\//_}.fail"
   fi
   if [[ $need == *mpi* && -z $mpi_flags ]]; then echo "SKIPPED $h: needs MPI, which is not installed"; continue; fi
+  if [[ $need == *ucx* && $ucx_found == 0 ]]; then echo "SKIPPED $h: needs UCX (libucx-dev), which is not installed"; continue; fi
   flags=""
   [[ $need == *mpi* ]] && flags=$mpi_flags
+  [[ $need == *ucx* ]] && flags="$flags $ucx_flags"
   if [[ $need == *cuda* ]]; then
     if [ -z "$nvcc" ]; then echo "SKIPPED $h: includes <cuda_runtime.h> and nvcc is not found"; continue; fi
     printf '%s\t%s\t%s\n' "$nvcc" "$h" "$flags" >>"$tmp/jobs"; n=$((n + 1))

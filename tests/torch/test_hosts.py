@@ -12,12 +12,15 @@ names of their own, resolvable from each other, TCP between them).
    (UCX) between them, with no variable set by the user, and ends with
    gloo's parameters (within float rounding: 4 ranks add in another order
    than gloo's ring; bitwise at 2 hosts x 1 rank);
-2. with --max_restarts 1 and rank 3 (host 2) SIGKILLed in epoch 1, every
-   survivor raises within the group's timeout naming a rank, torchrun
-   restarts the workers on both hosts, and they resume from the checkpoint
-   and end with the parameters of the run never killed, bitwise;
-3. host 2's link goes down in the middle of training: every worker of
-   host 1 raises within the timeout, naming a rank of host 2.
+2. with --max_restarts 1 and rank 3 (host 2) SIGKILLed in epoch 1, a
+   worker of host 1 raises within the group's timeout naming a rank (an
+   agent stops a node's other workers once one has failed, so these may
+   not get to raise), torchrun restarts the workers on both hosts, and
+   they resume from the checkpoint and end with the parameters of the run
+   never killed, bitwise;
+3. host 2's link goes down in the middle of training: host 1's workers
+   raise within the timeout (at least one; its agent may stop the other
+   first), each naming a rank of host 2.
 
     test_hosts.py HOSTS_SH EXAMPLE BUILD/python
 
@@ -48,7 +51,9 @@ TIMEOUT = 20  # the group's timeout (s): survivors must raise before it
 def record(logdir, what, **kw):
     kw.update(what=what, pid=os.getpid(), rank=int(os.environ["RANK"]), host=os.uname().nodename,
               attempt=int(os.environ["TORCHELASTIC_RESTART_COUNT"]), time=time.time())
-    with open(os.path.join(logdir, f"{what}-{kw['attempt']}-{kw['rank']}.json"), "w") as f:
+    # (by pid: a node whose workers restart because another node's failed
+    # keeps its TORCHELASTIC_RESTART_COUNT)
+    with open(os.path.join(logdir, f"{what}-{kw['rank']}-{kw['pid']}.json"), "w") as f:
         json.dump(kw, f)
 
 
@@ -140,7 +145,7 @@ def main():
                     continue
                 params[backend] = torch.load(out)
                 if backend == "ringtree":
-                    seen = {r["rank"]: (r["host"], r["transport"]) for k, r in rec.items() if k.startswith("transport-")}
+                    seen = {r["rank"]: (r["host"], r["transport"]) for r in rec.values() if r.get("what") == "transport"}
                     want = f"net ({layout} hosts)"
                     if len(seen) != 2 * int(layout[-1]) or any(t != want for _, t in seen.values()):
                         fails.append(f"ringtree on {layout} hosts: expected every rank on '{want}', got {seen}")
@@ -164,22 +169,24 @@ def main():
         out = os.path.join(tmp, "restarted.pt")
         rc, log, rec = on_hosts(a.hosts_sh, tmp, "restart",
                                 ["ringtree", "--save", out, "--timeout", str(TIMEOUT), "--checkpoint",
-                                 os.path.join(tmp, "ckpt.pt"), "--kill", "3:1:3"], max_restarts=1)
-        killed = rec.get("killed-0-3")
-        raised = {r["rank"]: r for k, r in rec.items() if k.startswith("raised-0-")}
+                                 os.path.join(tmp, "ckpt.pt"), "--kill", "3:1:1"], max_restarts=1)
+        by = lambda what: [r for k, r in rec.items() if r.get("what") == what]
+        first = {r["pid"] for r in by("transport")}  # (the restarted run resumes past step (0, 0))
+        killed = next(iter(by("killed")), None)
+        raised = [r for r in by("raised") if r["pid"] in first and r["host"] == "host1"]
         if not killed:
             fails.append(f"rank 3 was not killed in the first attempt: {sorted(rec)}\n{log[-3000:]}")
+        elif not raised:
+            fails.append(f"no worker of host 1 raised after rank 3 was killed: {sorted(rec)}\n{log[-3000:]}")
         else:
-            for r in (0, 1, 2):
-                if r not in raised:
-                    fails.append(f"survivor rank {r} did not raise after rank 3 was killed: {sorted(rec)}\n{log[-3000:]}")
-                    continue
-                after = raised[r]["time"] - killed["time"]
-                print(f"ok: rank {r} ({raised[r]['host']}) raised {after:.2f} s after rank 3 was killed: {raised[r]['error'][:140]}")
-                if after > TIMEOUT:
-                    fails.append(f"rank {r} raised {after:.1f} s after the kill (timeout {TIMEOUT} s): {raised[r]['error']}")
-        if not all(f"done-1-{r}" in rec for r in range(4)):
-            fails.append(f"the restarted workers did not all finish: {sorted(rec)}\n{log[-3000:]}")
+            for r in raised:
+                after = r["time"] - killed["time"]
+                print(f"ok: rank {r['rank']} (host 1) raised {after:.2f} s after rank 3 was killed: {r['error'][:140]}")
+                if after > TIMEOUT or "rank" not in r["error"]:
+                    fails.append(f"rank {r['rank']} raised {after:.1f} s after the kill (timeout {TIMEOUT} s): {r['error']}")
+        restarted = sorted(r["rank"] for r in by("done") if r["pid"] not in first)
+        if restarted != [0, 1, 2, 3]:
+            fails.append(f"the restarted workers did not all finish (ranks {restarted}): {sorted(rec)}\n{log[-3000:]}")
         if "ringtree resuming at epoch 1" not in log:
             fails.append(f"the restarted run did not resume at epoch 1 from the checkpoint:\n{log[-3000:]}")
         if os.path.exists(out) and "reference" in locals():
@@ -192,13 +199,12 @@ def main():
 
         # 3. Host 2's link goes down in the middle of training.
         rc, log, rec = on_hosts(a.hosts_sh, tmp, "link-down", ["ringtree", "--timeout", str(TIMEOUT), "--epochs", "200"],
-                                down="2:12", limit=120)
+                                down="2:12", limit=60)
         down_at = rec["_start"]["time"] + 12  # (hosts.sh -d counts from the hosts' start: a little later)
-        raised = {r["rank"]: r for k, r in rec.items() if k.startswith("raised-0-")}
-        for r in (0, 1):  # host 1's workers (node rank 0: ranks 0 and 1)
-            if r not in raised:
-                fails.append(f"rank {r} (host 1) did not raise after host 2's link went down: {sorted(rec)}\n{log[-3000:]}")
-                continue
+        raised = {r["rank"]: r for k, r in rec.items() if r.get("what") == "raised" and r["host"] == "host1"}
+        if not raised:
+            fails.append(f"no worker of host 1 raised after host 2's link went down: {sorted(rec)}\n{log[-3000:]}")
+        for r in raised:
             e, after = raised[r]["error"], raised[r]["time"] - down_at
             if "rank 2" not in e and "rank 3" not in e:
                 fails.append(f"rank {r} (host 1) raised without naming a rank of host 2: {e}")
