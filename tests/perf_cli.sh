@@ -49,4 +49,14 @@ grep -qE "^# core-to-core round trip \(one cache line, ranks 0 and 1\): ([0-9]+ 
 if grep -qE "ranks 0 and 1\): [0-9]+ ns" <<<"$out"; then
   grep -qE "^# core-to-core round trip after the rows: [0-9]+ ns" <<<"$out" || fail "no round trip after the rows: $out"
 fi
+# -t net: net_cluster (UCX between hosts; MPI only hands out the addresses), where built with
+# UCX. On one host its collectives run over shared memory: this checks the set-up and the rows.
+if out=$(run 2 -t net -o allreduce,broadcast -b 8 -e 64K -f 64 -a ring,automatic,mpi -w 1 -n 2 -c 1 2>&1); then
+  echo "$out"
+  grep -q "# checked: 0 wrong elements" <<<"$out" || fail "-t net rows were not all checked and right: $out"
+elif grep -q "built without UCX" <<<"$out"; then
+  echo "SKIPPED -t net: built without UCX"
+else
+  fail "-t net failed: $out"
+fi
 echo "ringtree-perf command line: ok"

@@ -78,7 +78,7 @@ inline std::string usage() {
                           (make_communicator's: shared memory within hosts, MPI between them,
                           hierarchical algorithms offered where ranks span hosts) or net (the
                           same with UCX between hosts instead of MPI: net_cluster; MPI only
-                          starts the ranks and hands out the addresses)
+                          starts the ranks and hands out the addresses; -d float only)
       --ring-chunk SIZE   pipeline chunk of the ring algorithms (default 512K)
       --tree-chunk SIZE   pipeline chunk of the tree algorithms (default 64K)
       --stream-bytes SIZE staging per rank of two_shot on private buffers (default 1M)

@@ -10,8 +10,8 @@ names of their own, resolvable from each other, TCP between them).
 
 1. "ringtree" picks shared memory within a host and the network transport
    (UCX) between them, with no variable set by the user, and ends with
-   gloo's parameters (within float rounding: 4 ranks add in another order
-   than gloo's ring; bitwise at 2 hosts x 1 rank);
+   gloo's parameters (within float rounding: 4 ranks may add in another
+   order than gloo's ring);
 2. with --max_restarts 1 and rank 3 (host 2) SIGKILLed in epoch 1, a
    worker of host 1 raises within the group's timeout naming a rank (an
    agent stops a node's other workers once one has failed, so these may
@@ -45,7 +45,7 @@ except ImportError as e:  # pragma: no cover
     print(f"SKIP: torch is not importable with {sys.executable}: {e}")
     sys.exit(77)
 
-TIMEOUT = 20  # the group's timeout (s): survivors must raise before it
+TIMEOUT = 15  # the group's timeout (s): survivors must raise before it
 
 
 def record(logdir, what, **kw):
@@ -134,7 +134,7 @@ def main():
     fails = []
     with tempfile.TemporaryDirectory() as tmp:
         # 1. ringtree against gloo, 2 hosts x 2 ranks and 2 hosts x 1 rank.
-        for layout in ("2x2", "2x1"):
+        for layout in ("2x2",):  # (2x1 too by hand: bitwise; CI's minutes are few)
             params = {}
             for backend in ("ringtree", "gloo"):
                 out = os.path.join(tmp, f"{backend}-{layout}.pt")
@@ -155,8 +155,8 @@ def main():
                 ours, theirs = params["ringtree"], params["gloo"]
                 diff = (ours - theirs).abs().max().item()
                 bitwise = torch.equal(ours, theirs)
-                if layout == "2x1" and not bitwise:
-                    fails.append(f"2x1 hosts: parameters differ from gloo's by {diff:g} (2 ranks must be bitwise)")
+                if layout.endswith("x1") and not bitwise:
+                    fails.append(f"{layout} hosts: parameters differ from gloo's by {diff:g} (2 ranks must be bitwise)")
                 elif not torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
                     fails.append(f"{layout} hosts: parameters differ from gloo's by up to {diff:g}")
                 else:
@@ -199,8 +199,8 @@ def main():
 
         # 3. Host 2's link goes down in the middle of training.
         rc, log, rec = on_hosts(a.hosts_sh, tmp, "link-down", ["ringtree", "--timeout", str(TIMEOUT), "--epochs", "200"],
-                                down="2:12", limit=60)
-        down_at = rec["_start"]["time"] + 12  # (hosts.sh -d counts from the hosts' start: a little later)
+                                down="2:10", limit=45)
+        down_at = rec["_start"]["time"] + 10  # (hosts.sh -d counts from the hosts' start: a little later)
         raised = {r["rank"]: r for k, r in rec.items() if r.get("what") == "raised" and r["host"] == "host1"}
         if not raised:
             fails.append(f"no worker of host 1 raised after host 2's link went down: {sorted(rec)}\n{log[-3000:]}")
