@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
@@ -180,6 +181,61 @@ TEST_CASE("root_bootstrap: a root that never listens is a timeout naming its add
   }
   CHECK_THROWS_WITH_AS(root_bootstrap("127.0.0.1:1", 2, 2, quick(0.5)), doctest::Contains("rank 2 of 2 ranks"), error);
   CHECK_THROWS_WITH_AS(root_bootstrap("no-such-host.invalid:80", 1, 2, quick(0.5)), doctest::Contains("cannot resolve"), error);
+}
+
+TEST_CASE("file_bootstrap: rounds through a directory; a missing rank and a different step are named") {
+  auto fresh_dir = [] {
+    char d[] = "/tmp/ringtree-test-files-XXXXXX";
+    REQUIRE(::mkdtemp(d) != nullptr);
+    return std::string(d);
+  };
+  std::string dir = fresh_dir();
+  auto res = run_processes(3, [&](int rank, FILE* out) {
+    file_bootstrap b(dir, rank, 3, rt_test::scaled(20s));
+    for (int round = 0; round < 3; ++round) {
+      const auto all = b.allgather("round", blob(rank, round));
+      for (int q = 0; q < 3; ++q)
+        if (all[q] != blob(q, round)) {
+          std::fprintf(out, "round %d: rank %d's bytes are wrong", round, q);
+          return 1;
+        }
+    }
+    return 0;
+  });
+  for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
+  std::filesystem::remove_all(dir);
+
+  // rank 2 never comes; then ranks 0 and 1 in different steps
+  dir = fresh_dir();
+  auto res2 = run_processes(2, [&](int rank, FILE* out) {
+    file_bootstrap b(dir, rank, 3, std::chrono::duration<double>(0.5));
+    try {
+      (void)b.allgather("hello", blob(rank, 0));
+    } catch (const timeout_error& e) {
+      std::fprintf(out, "%s", e.what());
+      return e.peer() == 2 ? 0 : 1;
+    }
+    return 2;
+  });
+  for (auto& o : res2) {
+    CHECK_MESSAGE(exited_ok(o), texts(res2));
+    CHECK_MESSAGE(rt_test::has(o.text, "for rank(s) 2 to publish 'hello'"), o.text);
+  }
+  std::filesystem::remove_all(dir);
+  dir = fresh_dir();
+  auto res3 = run_processes(2, [&](int rank, FILE* out) {
+    file_bootstrap b(dir, rank, 2, rt_test::scaled(20s));
+    try {
+      (void)b.allgather(rank == 0 ? "addresses" : "hosts", blob(rank, 0));
+    } catch (const error& e) {
+      std::fprintf(out, "%s", e.what());
+      return 0;
+    }
+    return 2;
+  });
+  for (auto& o : res3) CHECK_MESSAGE(exited_ok(o), texts(res3));
+  CHECK_MESSAGE(rt_test::has(res3[0].text, "rank 1 published 'hosts' where this rank published 'addresses'"), texts(res3));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("net: every collective between forked processes over UCX's TCP, bootstrapped at a root") {

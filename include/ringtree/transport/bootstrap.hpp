@@ -9,6 +9,7 @@
 //                     c10d::Store under torchrun; the backend adapts it)
 //   root_bootstrap    a rendezvous at RINGTREE_ROOT=host:port, served by
 //                     rank 0 (transport/root_bootstrap.hpp)
+//   file_bootstrap    a directory on a filesystem every rank sees
 //   mpi_bootstrap     an MPI communicator (transport/mpi_bootstrap.hpp)
 //
 // Bootstraps know nothing of transports; net_transport and net_cluster
@@ -19,8 +20,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -107,6 +111,48 @@ class store_bootstrap : public bootstrap {
   std::string prefix_;
   std::chrono::duration<double> timeout_;
   std::uint64_t round_ = 0;
+};
+
+// A bootstrap over a directory that every rank sees (a shared filesystem:
+// NFS, Lustre, or /tmp for ranks of one host), as torch's FileStore: each
+// value is a file, written whole under another name and then renamed, so
+// that a reader never sees half of it. The directory must be new (or
+// empty) for each job: files left by an earlier job would be read as this
+// one's. Files stay until the caller removes the directory.
+class file_bootstrap : public store_bootstrap {
+ public:
+  file_bootstrap(std::string directory, int rank, int size, std::optional<std::chrono::duration<double>> timeout = {})
+      : store_bootstrap(rank, size, "ringtree", timeout), dir_(std::move(directory)) {
+    if (dir_.empty()) throw error("file_bootstrap", rank, "no directory given");
+  }
+
+ protected:
+  void set(const std::string& key, std::span<const std::byte> value) override {
+    const std::string path = file_of(key), tmp = detail::cat(path, ".part-", getpid());
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      f.write(reinterpret_cast<const char*>(value.data()), static_cast<std::streamsize>(value.size()));
+      if (!f.flush())
+        throw error("file_bootstrap", rank(), detail::cat("cannot write ", tmp, " (", std::strerror(errno), ")"));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw error("file_bootstrap", rank(), detail::cat("cannot rename ", tmp, " to ", path, " (", std::strerror(errno), ")"));
+  }
+  std::optional<std::vector<std::byte>> try_get(const std::string& key) override {
+    std::ifstream f(file_of(key), std::ios::binary);
+    if (!f) return std::nullopt;
+    std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> out(bytes.size());
+    if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+
+ private:
+  std::string file_of(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '.');
+    return dir_ + "/" + key;
+  }
+  std::string dir_;
 };
 
 namespace detail {
