@@ -39,7 +39,7 @@ has() { grep -qF -- "$2" "$1" || fail "no line with '$2' in the log of $3 (first
 for np in 2 3 4; do
   RINGTREE_MPI_LOG=1 logged $np "$check" >"$tmp/out" || fail "layer_check np=$np: $(cat "$tmp/out" "$tmp/mpirun.err"; grep -v '^ringtree-mpi:' "$tmp/log" | head -30)"
   cat "$tmp/out"
-  grep -q "cases, 0 wrong" "$tmp/out" || fail "layer_check np=$np did not report 0 wrong"
+  grep -q "cases, 0 wrong" "$tmp/out" || fail "layer_check np=$np did not report 0 wrong: $(grep WRONG "$tmp/log" | head -5)"
   for line in "of $np: MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): ringtree" \
               "of $np: MPI_Allreduce(1000 x MPI_UNSIGNED_LONG, MPI_PROD): ringtree" \
               "of $np: MPI_Iallreduce(40000 x MPI_DOUBLE, MPI_SUM): ringtree" \
@@ -82,14 +82,14 @@ out=$(RINGTREE_MPI=yes run 2 "$check" 2>&1); rc=$?
 [ $rc -ne 0 ] || fail "RINGTREE_MPI=yes exited 0"
 grep -q "ringtree-mpi: RINGTREE_MPI=yes: expected 0 or 1" <<<"$out" || fail "no message for RINGTREE_MPI=yes: $out"
 
-RINGTREE_MPI_LOG=1 logged 2 "$check" --multiple >"$tmp/out" || fail "MPI_THREAD_MULTIPLE: $(cat "$tmp/out")"
-grep -q "cases, 0 wrong" "$tmp/out" || fail "MPI_THREAD_MULTIPLE: not all right"
+RINGTREE_MPI_LOG=1 logged 2 "$check" --multiple >"$tmp/out" || fail "MPI_THREAD_MULTIPLE: $(cat "$tmp/out"; grep WRONG "$tmp/log" | head -5)"
+grep -q "cases, 0 wrong" "$tmp/out" || fail "MPI_THREAD_MULTIPLE: not all right: $(grep WRONG "$tmp/log" | head -5)"
 ! grep -q '): ringtree$' "$tmp/log" || fail "a program in MPI_THREAD_MULTIPLE had calls served by ringtree"
 has "$tmp/log" "MPI_Allreduce(1048576 x MPI_FLOAT, MPI_SUM): MPI (MPI_THREAD_MULTIPLE)" "--multiple"
 echo "MPI_THREAD_MULTIPLE: every call on MPI, all right; a bad RINGTREE_MPI ends the job, naming it"
 
-RINGTREE_MPI=0 RINGTREE_MPI_LOG=1 logged 2 "$check" >"$tmp/out" || fail "RINGTREE_MPI=0: $(cat "$tmp/out")"
-grep -q "cases, 0 wrong" "$tmp/out" || fail "RINGTREE_MPI=0: not all right"
+RINGTREE_MPI=0 RINGTREE_MPI_LOG=1 logged 2 "$check" >"$tmp/out" || fail "RINGTREE_MPI=0: $(cat "$tmp/out"; grep WRONG "$tmp/log" | head -5)"
+grep -q "cases, 0 wrong" "$tmp/out" || fail "RINGTREE_MPI=0: not all right: $(grep WRONG "$tmp/log" | head -5)"
 ! grep -q '): ringtree$' "$tmp/log" || fail "RINGTREE_MPI=0 still ran calls on ringtree"
 has "$tmp/log" "MPI_Allreduce(40000 x MPI_FLOAT, MPI_SUM): MPI (RINGTREE_MPI=0)" "RINGTREE_MPI=0"
 echo "RINGTREE_MPI=0: every call on MPI, all right"
