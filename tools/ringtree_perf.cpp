@@ -19,6 +19,7 @@
 #include <ringtree/transport/mpi.hpp>
 #include <ringtree/mpi.hpp>
 #ifdef RINGTREE_PERF_NET
+#include <ringtree/communicator-inl.hpp>  // (its communicator is not in the compiled part)
 #include <ringtree/transport/mpi_bootstrap.hpp>
 #include <ringtree/transport/net_cluster.hpp>
 #endif
