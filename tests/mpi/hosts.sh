@@ -126,6 +126,7 @@ drop_ns() {
 cleanup() {
   [ -n "${downer:-}" ] && kill "$downer" 2>/dev/null
   for ((h = 1; h <= hosts; h++)); do drop_ns "$(ns $h)"; rm -rf "/etc/netns/$(ns $h)"; done
+  rmdir /etc/netns 2>/dev/null  # (only if no other run's files are there)
   drop_ns "$sw"
   rm -rf "$tmp"
 }
