@@ -364,7 +364,8 @@ TEST_CASE("net_cluster: hosts found by name, shared memory within, UCX between; 
         return 1;
       }
       std::string first;
-      for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000, 70000}, 0, false, false, hosts))
+      // (sizes past the slots and the pipeline chunks: the flat case above runs them)
+      for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000}, 0, false, false, hosts))
         for (auto f : {rt_test::check<float>(comm, c), rt_test::check<std::int32_t>(comm, c)})
           if (first.empty()) first = f;
       auto half = comm.split(rank % 2, rank);
