@@ -4,7 +4,9 @@
 // depend on an idle machine. Tests assert on causes and order; where a
 // bound must stay (a fault noticed quickly), it is stated on an idle
 // machine and scaled here, so it still fails when detection really
-// becomes slow.
+// becomes slow. (Meson's per-test timeouts, the backstop above these,
+// are stretched by scripts/ringtree's slowdown(): the same
+// RINGTREE_TEST_SLOWDOWN, else the load per core.)
 #include <time.h>
 
 #include <algorithm>
