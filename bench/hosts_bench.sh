@@ -9,7 +9,8 @@
 # (--map-by node) and host by host (--map-by slot):
 #   - pingpong between the hosts (8 B latency, 4 MiB bandwidth)
 #   - all-reduce of 64 MiB floats: hierarchical, the flat ring over MPI,
-#     automatic, and MPI_Allreduce (ringtree-perf -t cluster, 3 rounds)
+#     automatic, and MPI_Allreduce (ringtree-perf -t cluster, 3 rounds), and
+#     the same rows with UCX between the hosts (-t net, UCX_TLS=tcp)
 #   - grad_sync on 1000 gradients of 25 KB against one all-reduce per
 #     gradient and one flat all-reduce of the same bytes (grad_sync_bench cluster)
 # As root (namespaces); about 3 minutes per rate.
@@ -28,6 +29,9 @@ for rate in "${rates[@]}"; do
     bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/bench/pingpong" | grep -v '^hosts.sh\|ranks on:'
     bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/tools/ringtree-perf" -t cluster -b 64M -e 64M -w 1 -n 3 --rounds 3 \
       -a hierarchical,ring,automatic,mpi | grep -v '^hosts.sh\|ranks on:'
+    # the same rows with UCX between the hosts (net_cluster; MPI only starts the ranks), TCP only
+    UCX_TLS=tcp HOSTS_MPIRUN_ARGS="-x UCX_TLS" bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/tools/ringtree-perf" -t net \
+      -b 64M -e 64M -w 1 -n 3 --rounds 3 -a hierarchical,ring,automatic,mpi | grep -v '^hosts.sh\|ranks on:'
     bash "$hosts" -l 2x2 -r "$rate" -m "$map" "$build/bench/grad_sync_bench" cluster | grep -v '^hosts.sh\|ranks on:\|overlap'
   done
 done
