@@ -13,7 +13,8 @@
 #   -m MAP     node: ranks go round-robin over the hosts (rank 0 on host 1,
 #              rank 1 on host 2, ...; default); slot: host 1's ranks first
 #   -d H:S     link down: S seconds after PROGRAM starts, host H's link goes
-#              down (ip link set ... down), for fault tests
+#              down (ip link set ... down), for fault tests; S = @FILE: once
+#              FILE exists (the program says when it is in the middle of work)
 #   -e CMD     no MPI: run the shell command CMD once on every host, as a
 #              launcher without mpirun does (torchrun --nnodes, srun), with
 #              HOSTS_INDEX (0 for host 1, ...), HOSTS_COUNT, HOSTS_RANKS (the
@@ -220,8 +221,12 @@ run_mpi() {
 # The link-down fault, in the background.
 start_down() {
   if [ -n "$down" ]; then
-    ( sleep "$down_after"; ip -n "$(ns "$down_host")" link set "$(hv "$down_host")" down &&
-      echo "hosts.sh: host$down_host's link is down (after $down_after s)" ) &
+    ( case $down_after in
+        @*) until [ -e "${down_after#@}" ]; do sleep 0.1; done;;  # when the command says so
+        *) sleep "$down_after";;
+      esac
+      ip -n "$(ns "$down_host")" link set "$(hv "$down_host")" down &&
+      echo "hosts.sh: host$down_host's link is down (after ${down_after#@})" ) &
     downer=$!
   fi
 }

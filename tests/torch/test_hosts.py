@@ -62,6 +62,7 @@ def worker(argv):
     ap.add_argument("example")
     ap.add_argument("logdir")
     ap.add_argument("--kill", default="", help="RANK:EPOCH:STEP: that rank SIGKILLs itself there, in the first attempt")
+    ap.add_argument("--go", default="", help="FILE: rank 0 creates it in epoch 1 (hosts.sh -d H:@FILE takes a link down then)")
     a, rest = ap.parse_known_args(argv)
     spec = importlib.util.spec_from_file_location("torch_ddp", a.example)
     example = importlib.util.module_from_spec(spec)
@@ -74,6 +75,9 @@ def worker(argv):
             import torch.distributed as dist
             pg = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
             record(a.logdir, "transport", transport=getattr(pg, "transport", type(pg).__name__))
+        if a.go and rank == 0 and (e, s) == (1, 0):
+            record(a.logdir, "go")
+            open(a.go, "w").close()
         if kill and rank == kill[0] and int(os.environ["TORCHELASTIC_RESTART_COUNT"]) == 0 and (e, s) == kill[1:]:
             record(a.logdir, "killed", epoch=e, step=s)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -198,9 +202,15 @@ def main():
             fails.append("the restarted run saved no parameters")
 
         # 3. Host 2's link goes down in the middle of training.
-        rc, log, rec = on_hosts(a.hosts_sh, tmp, "link-down", ["ringtree", "--timeout", str(TIMEOUT), "--epochs", "200"],
-                                down="2:10", limit=45)
-        down_at = rec["_start"]["time"] + 10  # (hosts.sh -d counts from the hosts' start: a little later)
+        # (the link goes down once training runs: rank 0 says so in epoch 1;
+        # a fixed delay met a group still forming on a loaded machine)
+        go = os.path.join(tmp, "go")
+        rc, log, rec = on_hosts(a.hosts_sh, tmp, "link-down", ["ringtree", "--timeout", str(TIMEOUT), "--epochs", "200", "--go", go],
+                                down=f"2:@{go}", limit=75)
+        went = [r for r in rec.values() if r.get("what") == "go"]
+        if not went:
+            fails.append(f"rank 0 never reached epoch 1 of the link-down run: {sorted(rec)}\n{log[-3000:]}")
+        down_at = went[0]["time"] if went else 0.0
         raised = {r["rank"]: r for k, r in rec.items() if r.get("what") == "raised" and r["host"] == "host1"}
         if not raised:
             fails.append(f"no worker of host 1 raised after host 2's link went down: {sorted(rec)}\n{log[-3000:]}")
