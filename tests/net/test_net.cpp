@@ -70,6 +70,24 @@ std::string texts(const std::vector<rt_test::outcome>& res) {
   return s;
 }
 
+// Runs `call` (collectives a peer's failure must interrupt) and writes how
+// it ended to `out`: 0 where it raised within a quarter of `timeout` (the
+// failure noticed at once, not by the timeout), 2 where later, `none`
+// where it did not raise.
+template <class F>
+int raises_soon(F call, std::chrono::duration<double> timeout, FILE* out, int none) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    call();
+  } catch (const error& e) {
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(out, "after %.2f s: %s", took, e.what());
+    return took < timeout.count() / 4 ? 0 : 2;
+  }
+  std::fprintf(out, "no error");
+  return none;
+}
+
 }  // namespace
 
 TEST_CASE("root_bootstrap: every rank's bytes reach every rank, round after round") {
@@ -279,16 +297,7 @@ TEST_CASE("net: a peer that dies is named by every survivor at once, not after t
     std::vector<float> v(1000, 1.0f);
     comm.allreduce(std::span(v));
     if (rank == 2) ::kill(::getpid(), SIGKILL);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      for (int i = 0; i < 100; ++i) comm.allreduce(std::span(v));
-      std::fprintf(out, "no error");
-      return 1;
-    } catch (const error& e) {
-      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(out, "after %.2f s: %s", took, e.what());
-      return took < timeout.count() / 4 ? 0 : 2;
-    }
+    return raises_soon([&] { for (int i = 0; i < 100; ++i) comm.allreduce(std::span(v)); }, timeout, out, 1);
   });
   CHECK(WIFSIGNALED(res[2].status));
   for (int r : {0, 1}) {
@@ -406,15 +415,7 @@ TEST_CASE("net: abort() on one rank makes every peer's wait raise at once, namin
       }
       return 2;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      comm.allreduce(std::span(v));
-    } catch (const error& e) {
-      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(out, "after %.2f s: %s", took, e.what());
-      return took < timeout.count() / 4 ? 0 : 2;
-    }
-    return 3;
+    return raises_soon([&] { comm.allreduce(std::span(v)); }, timeout, out, 3);
   });
   for (auto& o : res) CHECK_MESSAGE(exited_ok(o), texts(res));
   CHECK_MESSAGE((rt_test::has(res[0].text, "rank 1 (pid") || rt_test::has(res[2].text, "rank 1 (pid")), texts(res));
