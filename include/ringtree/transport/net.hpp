@@ -18,8 +18,10 @@
 // (the connection resets): every wait on it raises naming it, at once.
 // After a failure (a timeout, a dead peer, this rank's abort()) the
 // transport closes every endpoint at once, which cancels what UCX still
-// held of this rank's calls and tells every peer: they raise too, instead
-// of waiting out their timeout.
+// held of this rank's calls. The peers learn of it when this process
+// exits (their connections reset), else by their timeout: UCX 1.13 tells
+// them nothing on the close itself (a failure note to every peer is the
+// fix still to make).
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -117,7 +119,8 @@ class ucx_engine {
   const std::string& failure_of(int q) const noexcept { return peers_[q].failure; }
   const std::string& where(int q) const noexcept { return peers_[q].where; }
   // Fail-stop for the transport and all its splits: one failure closes
-  // every endpoint (fail()), so the peers learn at once.
+  // every endpoint (fail()). The peers learn of it when this process exits
+  // or by their timeout: UCX 1.13 sends them nothing on the close itself.
   fail_stop stop{"this net_transport failed earlier and cannot be used again"};
   void fail(const std::string& why) noexcept {
     stop.fail(why);
@@ -393,7 +396,7 @@ class net_transport {
       std::forward<F>(f)();
     } catch (const error& e) {
       abandon(r);
-      engine_->fail(e.what());  // cancels what UCX holds of ours; the peers learn at once
+      engine_->fail(e.what());  // cancels what UCX holds of ours
       throw;
     }
   }
