@@ -17,15 +17,18 @@
 // time out). A peer that dies is noticed through UCX's peer error handling
 // (the connection resets): every wait on it raises naming it, at once.
 // After a failure (a timeout, a dead peer, this rank's abort()) the
-// transport closes every endpoint at once, which cancels what UCX still
-// held of this rank's calls. The peers learn of it when this process
-// exits (their connections reset), else by their timeout: UCX 1.13 tells
-// them nothing on the close itself (a failure note to every peer is the
-// fix still to make).
+// transport sends every peer a failure note (why, on a tag of its own that
+// no transport uses), then closes every endpoint at once, which cancels
+// what UCX still held of this rank's calls. Each rank keeps a receive
+// posted for the notes, so a peer's wait raises as soon as one arrives,
+// whichever rank it waits on (UCX 1.13 tells a peer nothing when an
+// endpoint closes; only the process's exit resets its connections).
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -102,10 +105,15 @@ class ucx_engine {
       if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &eps_[q]); s != UCS_OK)
         throw error("net_transport", rank_, cat("cannot reach rank ", q, " (", peers_[q].where, "): ", ucs_status_string(s)));
     }
+    listen_for_notes();
   }
   ucx_engine(const ucx_engine&) = delete;
   ucx_engine& operator=(const ucx_engine&) = delete;
   ~ucx_engine() {
+    if (notes_ != nullptr) {  // the note receive, cancelled before the worker goes
+      ucp_request_cancel(worker_, notes_);
+      ucp_request_free(notes_);
+    }
     close_all(false);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     if (context_ != nullptr) ucp_cleanup(context_);
@@ -118,12 +126,16 @@ class ucx_engine {
   // "" while rank q is reachable, else why not (UCX's words).
   const std::string& failure_of(int q) const noexcept { return peers_[q].failure; }
   const std::string& where(int q) const noexcept { return peers_[q].where; }
-  // Fail-stop for the transport and all its splits: one failure closes
-  // every endpoint (fail()). The peers learn of it when this process exits
-  // or by their timeout: UCX 1.13 sends them nothing on the close itself.
+  // The first rank whose failure note arrived, else -1 (its failure_of()
+  // says why). Its peers cannot finish a collective with it.
+  int noted() const noexcept { return noted_.load(std::memory_order_acquire); }
+  // Fail-stop for the transport and all its splits: one failure tells
+  // every peer (a note) and closes every endpoint.
   fail_stop stop{"this net_transport failed earlier and cannot be used again"};
   void fail(const std::string& why) noexcept {
+    if (stop.failed()) return;
     stop.fail(why);
+    tell_peers(why);
     close_all(true);
   }
 
@@ -172,6 +184,48 @@ class ucx_engine {
       e = nullptr;
     }
   }
+  // Notes travel on part 0 of the tag (transports number from 1), the
+  // sender's rank below it, as every message's tag.
+  static constexpr std::uint64_t note_mask = ~std::uint64_t{0} << 32;
+  static constexpr std::size_t note_max = 512;
+  void listen_for_notes() {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    p.cb.recv = &ucx_engine::note_arrived;
+    p.user_data = this;
+    void* r = ucp_tag_recv_nbx(worker_, note_in_.data(), note_in_.size(), 0, note_mask, &p);
+    if (UCS_PTR_IS_ERR(r)) check(UCS_PTR_STATUS(r), "ucp_tag_recv_nbx (failure notes)");
+    notes_ = r;
+  }
+  static void note_arrived(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* arg) {
+    auto* e = static_cast<ucx_engine*>(arg);
+    if (status != UCS_OK && status != UCS_ERR_MESSAGE_TRUNCATED) return;  // cancelled: the engine is closing
+    const auto q = static_cast<int>(info->sender_tag & 0xffffffffu);
+    if (q < 0 || q >= e->size_ || q == e->rank_) return;
+    auto& p = e->peers_[q];
+    if (p.failure.empty())
+      p.failure = cat("it failed: ", std::string(e->note_in_.data(), std::min(info->length, e->note_in_.size())));
+    int none = -1;  // (a progress thread may run this beside a wait)
+    e->noted_.compare_exchange_strong(none, q, std::memory_order_release);
+  }
+  // Every reachable peer gets why, as far as it goes in a short bound (the
+  // sends are small: they leave at once where the connection is up).
+  void tell_peers(const std::string& why) noexcept {
+    note_out_ = why.substr(0, note_max);
+    std::vector<void*> sending;
+    ucp_request_param_t p{};
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_ || eps_[q] == nullptr) continue;
+      void* r = ucp_tag_send_nbx(eps_[q], note_out_.data(), note_out_.size(), static_cast<std::uint32_t>(rank_), &p);
+      if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    for (void* r : sending) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+        ucp_worker_progress(worker_);
+      ucp_request_free(r);  // (one still in flight is cancelled by the forced close)
+    }
+  }
   void check(ucs_status_t s, const char* call) const {
     if (s != UCS_OK) throw error("net_transport", rank_, cat(call, ": ", ucs_status_string(s)));
   }
@@ -181,6 +235,10 @@ class ucx_engine {
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
   std::vector<peer> peers_;  // stable: the error handlers hold pointers into it
+  std::array<char, note_max> note_in_{};
+  std::string note_out_;     // lives until the sends are done
+  void* notes_ = nullptr;    // the posted note receive
+  std::atomic<int> noted_{-1};
 };
 
 }  // namespace detail
@@ -296,8 +354,8 @@ class net_transport {
     return ucp_tag_probe_nb(engine_->worker(), tag(peer), full_mask, 0, &info) != nullptr;
   }
 
-  // This rank gives up: every endpoint closes at once, so the peers' waits
-  // on it raise (their connections reset) instead of timing out.
+  // This rank gives up: every peer gets its failure note, so their waits
+  // raise at once instead of timing out, and every endpoint closes.
   void abort() noexcept { engine_->fail(detail::cat("rank ", rank_, " called abort()")); }
 
   // communicator::split: a transport over `members` (this one's ranks),
@@ -351,6 +409,12 @@ class net_transport {
     engine_->fail(why);
     throw error(call, rank_, why);
   }
+  // A member's failure note arrived: no collective of this transport can
+  // finish (a note from a rank outside a split does not end the split).
+  void noted_gone(const char* call) {
+    const auto it = std::find(whole_.begin(), whole_.end(), engine_->noted());
+    if (it != whole_.end()) peer_gone(call, static_cast<int>(it - whole_.begin()));
+  }
   // UCX's answer to a post: a request, null (done already) or an error.
   void* take(void* posted, request& r) {
     if (UCS_PTR_IS_ERR(posted)) {
@@ -374,6 +438,7 @@ class net_transport {
       if (r.recv_ && s == UCS_OK) r.got_ = *static_cast<std::size_t*>(r.ucx_);
       if (s == UCS_INPROGRESS) {
         if (!engine_->failure_of(whole_[r.peer_]).empty()) peer_gone(call, r.peer_);
+        if (engine_->noted() >= 0) noted_gone(call);
         return false;
       }
       ucp_request_free(r.ucx_);

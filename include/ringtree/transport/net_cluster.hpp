@@ -60,8 +60,12 @@ class net_cluster : public detail::cluster_parts<net_transport> {
   net_cluster(const net_cluster&) = delete;
   net_cluster& operator=(const net_cluster&) = delete;
 
-  // This rank gives up; every peer's wait on it raises at once.
-  void abort() noexcept { world_->abort(); }
+  // This rank gives up; every peer's wait raises at once: those on this
+  // host through the segment, the others through the network's notes.
+  void abort() noexcept {
+    if (local_) local_->abort();
+    world_->abort();
+  }
 
   // communicator::split: a net_cluster of the part, its network a split of
   // this one's (no new connections), its hosts those of its members.
