@@ -14,6 +14,11 @@ all-reduces, SGD step) at each per-rank batch size, timed the same way,
 next to the floor: the same step with a comm hook that sends nothing.
 ratio = gloo's time / ringtree's: above 1, ringtree is faster.
 Each rank runs torch with one thread (as many ranks as cores).
+
+Under torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR
+and MASTER_PORT) it runs as the launched worker instead of spawning
+--ranks of its own: that is how bench/hosts_torch_bench.sh measures it
+across emulated hosts, where the ringtree group runs net_cluster.
 """
 import argparse
 import gc
@@ -52,12 +57,13 @@ def worker(rank, n, port, a, module_dir):
     sys.path.insert(0, module_dir)
     import ringtree_torch  # noqa: F401
     torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
+    if port is not None:  # spawned here; under a launcher, its variables say where to meet
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
     dist.init_process_group("ringtree", rank=rank, world_size=n)
     groups = {"gloo": dist.new_group(backend="gloo"), "ringtree": dist.new_group(backend="ringtree")}
     say = (lambda *x: print(*x, flush=True)) if rank == 0 else (lambda *x: None)
     transport = groups["ringtree"]._get_backend(torch.device("cpu")).transport
-    say(f"# torch {torch.__version__}, {n} ranks on one host, ringtree transport "
+    say(f"# torch {torch.__version__}, {n} ranks, ringtree transport "
         f"{transport}; times: median of {a.rounds} rounds, slowest rank")
     say(f"# {'what':>36} {'gloo(us)':>12} {'ringtree(us)':>12} {'ratio':>7}")
     # size: the larger buffer (all_gather's output, reduce_scatter's input),
@@ -135,6 +141,9 @@ def main():
                     help="per-rank batch sizes of the DDP rows (default 1,8,32)")
     ap.add_argument("--module-dir", default=os.environ.get("RINGTREE_TORCH_PATH", os.path.join(here, "..", "build", "python")))
     a = ap.parse_args()
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ:
+        worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), None, a, os.path.abspath(a.module_dir))
+        return
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
