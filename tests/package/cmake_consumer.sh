@@ -6,18 +6,23 @@
 #      and ringtreeConfigVersion.cmake are there, and pkg-config ringtree-mpi's
 #      flags (-std=c++20 from ringtree, MPI's, no MPI C++ bindings) compile
 #      the umbrella and the MPI header;
-#   3. reconfigured with -Dprebuilt=true, `meson install` adds the compiled
-#      part: libringtree-prebuilt.a (and -prebuilt-mpi.a), ringtree-prebuilt.pc,
-#      whose flags build and link a program that runs;
+#   3. with -Dprebuilt=true, `meson install` adds the compiled part:
+#      libringtree-prebuilt.a (and -prebuilt-mpi.a), ringtree-prebuilt.pc,
+#      whose flags build and link a program that runs. Given BUILD_DIR (the
+#      build that runs this test) configured so, its install is staged
+#      (--destdir, nothing compiled: its libraries were built for the
+#      tests); else the build of step 1 is reconfigured and compiles them
+#      (3 minutes here);
 #   4. the prefix is moved (the CMake package must be relocatable) and
 #      tests/package/cmake_consumer (find_package(ringtree CONFIG REQUIRED),
 #      ringtree::ringtree, and ringtree::mpi with COMPONENTS mpi) is configured,
 #      built and run: a 2-rank local_world allreduce, and a 2-rank
 #      mpi_transport allreduce under mpirun; and the same two against
 #      ringtree::prebuilt and ringtree::prebuilt_mpi.
-# Usage: cmake_consumer.sh SOURCE_DIR. Exit 77 (skip) without cmake.
+# Usage: cmake_consumer.sh SOURCE_DIR [BUILD_DIR]. Exit 77 (skip) without cmake.
 set -euo pipefail
-src=$(cd "${1:?usage: cmake_consumer.sh SOURCE_DIR}" && pwd)
+src=$(cd "${1:?usage: cmake_consumer.sh SOURCE_DIR [BUILD_DIR]}" && pwd)
+main_build=${2:-}
 command -v cmake >/dev/null || { echo "SKIP: cmake is not installed (apt-get install cmake; scripts/ringtree installs it)"; exit 77; }
 tmp=$(mktemp -d /tmp/ringtree-cmake-consumer-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -70,16 +75,34 @@ fi
 echo "pkg-config ringtree$([ $with_mpi = ON ] && echo ' and ringtree-mpi'): $((SECONDS - t0)) s"
 
 # The compiled part, installed on request.
-mpi_option=()
-[ $with_mpi = ON ] && mpi_option=(-Dmpi=enabled)
-run_logged "$tmp/configure.log" nice -n 19 meson configure "$tmp/build" -Dprebuilt=true "${mpi_option[@]}"
-run_logged "$tmp/install2.log" nice -n 19 meson install -C "$tmp/build"
-[ -n "$(find "$tmp/prefix" -name libringtree-prebuilt.a)" ] || fail "-Dprebuilt=true installed no libringtree-prebuilt.a"
+option_of() {  # build dir, option name: its value
+  meson introspect --buildoptions "$1" | python3 -c \
+    'import json,sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]), ""))' "$2"
+}
+prefix=$tmp/prefix
+pkgconf=(pkg-config)
+if [ -n "$main_build" ] && [ "$(option_of "$main_build" prebuilt)" = True ] &&
+   { [ $with_mpi = OFF ] || [ "$(option_of "$main_build" mpi)" != disabled ]; }; then
+  run_logged "$tmp/install2.log" meson install -C "$main_build" --no-rebuild --destdir "$tmp/stage"
+  prefix=$tmp/stage$(option_of "$main_build" prefix)
+  pc=$(find "$prefix" -name ringtree.pc -path '*/pkgconfig/*')
+  [ -n "$pc" ] || fail "meson install of $main_build staged no ringtree.pc under $prefix"
+  export PKG_CONFIG_PATH=$(dirname "$pc")
+  # (the .pc files name the prefix that the build was configured with)
+  pkgconf=(pkg-config "--define-variable=prefix=$prefix")
+  echo "-Dprebuilt=true: $main_build's install, staged"
+else
+  mpi_option=()
+  [ $with_mpi = ON ] && mpi_option=(-Dmpi=enabled)
+  run_logged "$tmp/configure.log" nice -n 19 meson configure "$tmp/build" -Dprebuilt=true "${mpi_option[@]}"
+  run_logged "$tmp/install2.log" nice -n 19 meson install -C "$tmp/build"
+fi
+[ -n "$(find "$prefix" -name libringtree-prebuilt.a)" ] || fail "-Dprebuilt=true installed no libringtree-prebuilt.a"
 [ -f "$(dirname "$pc")/ringtree-prebuilt.pc" ] || fail "-Dprebuilt=true installed no ringtree-prebuilt.pc"
-case " $(pkg-config --cflags ringtree-prebuilt) " in *" -DRINGTREE_PREBUILT "*) ;; *) fail "pkg-config --cflags ringtree-prebuilt has no -DRINGTREE_PREBUILT" ;; esac
+case " $("${pkgconf[@]}" --cflags ringtree-prebuilt) " in *" -DRINGTREE_PREBUILT "*) ;; *) fail "pkg-config --cflags ringtree-prebuilt has no -DRINGTREE_PREBUILT" ;; esac
 # shellcheck disable=SC2046
-nice -n 19 $cxx $(pkg-config --cflags ringtree-prebuilt) "$src/tests/package/cmake_consumer/main.cpp" \
-  $(pkg-config --libs ringtree-prebuilt) -o "$tmp/pc_prebuilt" || fail "main.cpp does not build with pkg-config ringtree-prebuilt"
+nice -n 19 $cxx $("${pkgconf[@]}" --cflags ringtree-prebuilt) "$src/tests/package/cmake_consumer/main.cpp" \
+  $("${pkgconf[@]}" --libs ringtree-prebuilt) -o "$tmp/pc_prebuilt" || fail "main.cpp does not build with pkg-config ringtree-prebuilt"
 "$tmp/pc_prebuilt" | grep -q '(prebuilt) local_world allreduce over 2 ranks: ok' || fail "pkg-config ringtree-prebuilt's program"
 if [ $with_mpi = ON ]; then
   [ -f "$(dirname "$pc")/ringtree-prebuilt-mpi.pc" ] || fail "-Dprebuilt=true with MPI installed no ringtree-prebuilt-mpi.pc"
@@ -87,7 +110,7 @@ fi
 echo "-Dprebuilt=true, pkg-config ringtree-prebuilt: $((SECONDS - t0)) s"
 
 # CMake, from a moved prefix.
-mv "$tmp/prefix" "$tmp/moved"
+mv "$prefix" "$tmp/moved"
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 [ $with_mpi = ON ] || echo "no MPI (mpirun, or MPI's pkg-config module): ringtree::mpi is not tried"
