@@ -24,15 +24,12 @@
 // whichever rank it waits on (UCX 1.13 tells a peer nothing when an
 // endpoint closes; only the process's exit resets its connections).
 #include <ucp/api/ucp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,6 +43,7 @@
 #include <ringtree/core/wait.hpp>
 #include <ringtree/memory/host_memory.hpp>
 #include <ringtree/transport/bootstrap.hpp>
+#include <ringtree/transport/net/ucx_engine.hpp>
 #include <ringtree/transport/transport.hpp>
 #include <ringtree/transport/wait_board.hpp>
 
@@ -54,194 +52,6 @@ namespace ringtree {
 struct net_options {
   std::optional<std::chrono::duration<double>> timeout{};  // unset: RINGTREE_TIMEOUT (default 300 s)
 };
-
-namespace detail {
-
-// One UCX context and worker for a group of ranks, with an endpoint to
-// every other rank: shared by a net_transport and its splits.
-class ucx_engine {
- public:
-  explicit ucx_engine(bootstrap& b) : rank_(b.rank()), size_(b.size()) {
-    ucp_config_t* config = nullptr;
-    check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE;
-    params.features = UCP_FEATURE_TAG;
-    params.request_size = sizeof(std::size_t);  // a receive's length, written by received() below
-    const ucs_status_t made = ucp_init(&params, config, &context_);
-    ucp_config_release(config);
-    check(made, "ucp_init");
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_MULTI;  // a communicator's progress thread may call it beside the program's
-    check(ucp_worker_create(context_, &wp, &worker_), "ucp_worker_create");
-    ucp_address_t* address = nullptr;
-    std::size_t length = 0;
-    check(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address");
-    // What a rank publishes: where it runs (for errors), then UCX's address.
-    const std::string where = cat("pid ", getpid(), " on ", host_identity().substr(0, host_identity().find('/')));
-    std::vector<std::byte> mine(where.size() + 1 + length);
-    std::memcpy(mine.data(), where.c_str(), where.size() + 1);
-    std::memcpy(mine.data() + where.size() + 1, address, length);
-    ucp_worker_release_address(worker_, address);
-    const auto all = b.allgather("net_transport: UCX addresses", mine);
-    eps_.assign(static_cast<std::size_t>(size_), nullptr);
-    peers_.resize(eps_.size());
-    for (int q = 0; q < size_; ++q) {
-      const auto& v = all[q];
-      const auto end = std::find(v.begin(), v.end(), std::byte{0});
-      peers_[q].engine = this;
-      peers_[q].rank = q;
-      peers_[q].where = std::string(reinterpret_cast<const char*>(v.data()), static_cast<std::size_t>(end - v.begin()));
-      if (q == rank_) continue;
-      if (end == v.end() || end + 1 == v.end())
-        throw error("net_transport", rank_, cat("rank ", q, " published no UCX address"));
-      ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.address = reinterpret_cast<const ucp_address_t*>(&*(end + 1));
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &ucx_engine::peer_failed;
-      ep.err_handler.arg = &peers_[q];
-      if (const ucs_status_t s = ucp_ep_create(worker_, &ep, &eps_[q]); s != UCS_OK)
-        throw error("net_transport", rank_, cat("cannot reach rank ", q, " (", peers_[q].where, "): ", ucs_status_string(s)));
-    }
-    listen_for_notes();
-  }
-  ucx_engine(const ucx_engine&) = delete;
-  ucx_engine& operator=(const ucx_engine&) = delete;
-  ~ucx_engine() {
-    if (notes_ != nullptr) {  // the note receive, cancelled before the worker goes
-      ucp_request_cancel(worker_, notes_);
-      ucp_request_free(notes_);
-    }
-    close_all(false);
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    if (context_ != nullptr) ucp_cleanup(context_);
-  }
-
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
-  ucp_worker_h worker() const noexcept { return worker_; }
-  ucp_ep_h ep(int q) const noexcept { return eps_[q]; }
-  // "" while rank q is reachable, else why not (UCX's words).
-  const std::string& failure_of(int q) const noexcept { return peers_[q].failure; }
-  const std::string& where(int q) const noexcept { return peers_[q].where; }
-  // The first rank whose failure note arrived, else -1 (its failure_of()
-  // says why). Its peers cannot finish a collective with it.
-  int noted() const noexcept { return noted_.load(std::memory_order_acquire); }
-  // Fail-stop for the transport and all its splits: one failure tells
-  // every peer (a note) and closes every endpoint.
-  fail_stop stop{"this net_transport failed earlier and cannot be used again"};
-  void fail(const std::string& why) noexcept {
-    if (stop.failed()) return;
-    stop.fail(why);
-    tell_peers(why);
-    close_all(true);
-  }
-
-  // Every endpoint closed; `force`: at once, cancelling what UCX still
-  // holds (the peers see the connection reset), else after flushing.
-  void close_all(bool force) noexcept {
-    std::vector<void*> closing;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    for (auto& e : eps_) {
-      if (e == nullptr) continue;
-      void* r = ucp_ep_close_nbx(e, &p);
-      if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
-      e = nullptr;
-    }
-    // A flushing close waits for the peer's acknowledgements: bounded, so
-    // that a dead peer cannot hold up the exit.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(force ? 1 : 5);
-    for (void* r : closing) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-        ucp_worker_progress(worker_);
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
-      ucp_request_free(r);
-    }
-  }
-
- private:
-  struct peer {
-    ucx_engine* engine = nullptr;
-    int rank = -1;
-    std::string where;    // "pid P on HOST"
-    std::string failure;  // "" while reachable
-  };
-  static void peer_failed(void* arg, ucp_ep_h, ucs_status_t status) {
-    auto* p = static_cast<peer*>(arg);
-    if (p->failure.empty()) p->failure = ucs_status_string(status);
-    // The endpoint is dead: UCX wants it closed (forced) by its owner.
-    auto& e = p->engine->eps_[p->rank];
-    if (e != nullptr) {
-      ucp_request_param_t q{};
-      q.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      q.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* r = ucp_ep_close_nbx(e, &q);
-      if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
-      e = nullptr;
-    }
-  }
-  // Notes travel on part 0 of the tag (transports number from 1), the
-  // sender's rank below it, as every message's tag.
-  static constexpr std::uint64_t note_mask = ~std::uint64_t{0} << 32;
-  static constexpr std::size_t note_max = 512;
-  void listen_for_notes() {
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    p.cb.recv = &ucx_engine::note_arrived;
-    p.user_data = this;
-    void* r = ucp_tag_recv_nbx(worker_, note_in_.data(), note_in_.size(), 0, note_mask, &p);
-    if (UCS_PTR_IS_ERR(r)) check(UCS_PTR_STATUS(r), "ucp_tag_recv_nbx (failure notes)");
-    notes_ = r;
-  }
-  static void note_arrived(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* arg) {
-    auto* e = static_cast<ucx_engine*>(arg);
-    if (status != UCS_OK && status != UCS_ERR_MESSAGE_TRUNCATED) return;  // cancelled: the engine is closing
-    const auto q = static_cast<int>(info->sender_tag & 0xffffffffu);
-    if (q < 0 || q >= e->size_ || q == e->rank_) return;
-    auto& p = e->peers_[q];
-    if (p.failure.empty())
-      p.failure = cat("it failed: ", std::string(e->note_in_.data(), std::min(info->length, e->note_in_.size())));
-    int none = -1;  // (a progress thread may run this beside a wait)
-    e->noted_.compare_exchange_strong(none, q, std::memory_order_release);
-  }
-  // Every reachable peer gets why, as far as it goes in a short bound (the
-  // sends are small: they leave at once where the connection is up).
-  void tell_peers(const std::string& why) noexcept {
-    note_out_ = why.substr(0, note_max);
-    std::vector<void*> sending;
-    ucp_request_param_t p{};
-    for (int q = 0; q < size_; ++q) {
-      if (q == rank_ || eps_[q] == nullptr) continue;
-      void* r = ucp_tag_send_nbx(eps_[q], note_out_.data(), note_out_.size(), static_cast<std::uint32_t>(rank_), &p);
-      if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
-    }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    for (void* r : sending) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-        ucp_worker_progress(worker_);
-      ucp_request_free(r);  // (one still in flight is cancelled by the forced close)
-    }
-  }
-  void check(ucs_status_t s, const char* call) const {
-    if (s != UCS_OK) throw error("net_transport", rank_, cat(call, ": ", ucs_status_string(s)));
-  }
-
-  int rank_, size_;
-  ucp_context_h context_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  std::vector<ucp_ep_h> eps_;
-  std::vector<peer> peers_;  // stable: the error handlers hold pointers into it
-  std::array<char, note_max> note_in_{};
-  std::string note_out_;     // lives until the sends are done
-  void* notes_ = nullptr;    // the posted note receive
-  std::atomic<int> noted_{-1};
-};
-
-}  // namespace detail
 
 class net_transport {
  public:
@@ -397,10 +207,10 @@ class net_transport {
     r.pending_ = true;
     return r;
   }
-  // The endpoint to `peer`; closed where the peer failed.
+  // The endpoint to `peer`, which must not have failed.
   ucp_ep_h endpoint(int peer, const char* call) {
     const ucp_ep_h e = engine_->ep(whole_[peer]);
-    if (e == nullptr) peer_gone(call, peer);
+    if (e == nullptr || engine_->failed(whole_[peer])) peer_gone(call, peer);
     return e;
   }
   [[noreturn]] void peer_gone(const char* call, int peer) {
@@ -437,7 +247,7 @@ class net_transport {
       s = ucp_request_check_status(r.ucx_);
       if (r.recv_ && s == UCS_OK) r.got_ = *static_cast<std::size_t*>(r.ucx_);
       if (s == UCS_INPROGRESS) {
-        if (!engine_->failure_of(whole_[r.peer_]).empty()) peer_gone(call, r.peer_);
+        if (engine_->failed(whole_[r.peer_])) peer_gone(call, r.peer_);
         if (engine_->noted() >= 0) noted_gone(call);
         return false;
       }
