@@ -14,8 +14,9 @@
 // (each split gets its own number) and the sender, matched with the full
 // mask; UCX keeps the order between a pair. Waiting drives UCX's progress
 // under the same patience as every transport (spin, yield, then check and
-// time out). A peer that dies is noticed through UCX's peer error handling
-// (the connection resets): every wait on it raises naming it, at once.
+// time out), sleeping on UCX's event descriptor in a long wait. A peer
+// that dies is noticed through UCX's peer error handling (the connection
+// resets): every wait on it raises naming it, at once.
 // After a failure (a timeout, a dead peer, this rank's abort()) the
 // transport sends every peer a failure note (why, on a tag of its own that
 // no transport uses), then closes every endpoint at once, which cancels
@@ -130,11 +131,13 @@ class net_transport {
   void wait(request& r) {
     if (!r.pending_) return;
     failing_with(r, [&] {
-      detail::patience pat(*opt_.timeout, detail::pace{2000, 0});
+      // spin, yield up to 2 ms, then sleep on UCX's events between looks
+      detail::patience pat(*opt_.timeout, detail::pace{2000, 1000, true});
       while (!test_pending(r)) {
         if (!pat.idle()) continue;
         if (pat.started() && board_) board_->waiting(whole_[r.peer_]);  // a long wait: the host may ask whom for
         if (pat.overdue()) timed_out(r);
+        engine_->sleep(std::chrono::milliseconds(2));
       }
       if (pat.waited_long() && board_) board_->done();
     });

@@ -2,6 +2,8 @@
 // The UCX side of net_transport (transport/net.hpp): one context and worker
 // per group of ranks, an endpoint to each peer, and the failure notes. It
 // knows nothing of ringtree's messages or tags beyond the note's part 0.
+#include <poll.h>
+#include <sched.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -31,7 +33,7 @@ class ucx_engine {
     check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE;
-    params.features = UCP_FEATURE_TAG;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;  // (sleep() below)
     params.request_size = sizeof(std::size_t);  // a receive's length, written by received() below
     const ucs_status_t made = ucp_init(&params, config, &context_);
     ucp_config_release(config);
@@ -40,6 +42,7 @@ class ucx_engine {
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_MULTI;  // a communicator's progress thread may call it beside the program's
     check(ucp_worker_create(context_, &wp, &worker_), "ucp_worker_create");
+    if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
     ucp_address_t* address = nullptr;
     std::size_t length = 0;
     check(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address");
@@ -84,6 +87,21 @@ class ucx_engine {
   }
 
   int rank() const noexcept { return rank_; }
+  // A long wait's pause: until the worker has an event (a message, a
+  // peer's failure) or `most` has passed, at once if one is pending. The
+  // core is free meanwhile, for the ranks beside this one and for the
+  // kernel's TCP, which moves this rank's bytes (a yielding loop left it
+  // little where ranks outnumber cores). Where UCX has no event file
+  // descriptor, a yield.
+  void sleep(std::chrono::milliseconds most) noexcept {
+    if (efd_ < 0) {
+      sched_yield();
+      return;
+    }
+    if (ucp_worker_arm(worker_) != UCS_OK) return;  // UCS_ERR_BUSY: events wait to be progressed
+    pollfd p{efd_, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(most.count()));
+  }
   int size() const noexcept { return size_; }
   ucp_worker_h worker() const noexcept { return worker_; }
   // Null once closed (this engine failed, or is going).
@@ -207,6 +225,7 @@ class ucx_engine {
   std::array<char, note_max> note_in_{};
   std::string note_out_;     // lives until the sends are done
   void* notes_ = nullptr;    // the posted note receive
+  int efd_ = -1;             // the worker's event file descriptor (sleep())
   std::atomic<int> noted_{-1};
 };
 
