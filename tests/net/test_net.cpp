@@ -11,9 +11,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -307,6 +309,45 @@ TEST_CASE("net: a peer that dies is named by every survivor at once, not after t
   // At least one survivor names the dead rank itself (the other may name
   // the survivor that gave up first and closed its connections).
   CHECK_MESSAGE((rt_test::has(res[0].text, "rank 2 (pid") || rt_test::has(res[1].text, "rank 2 (pid")), texts(res));
+}
+
+// A rank that waits long must leave its core to the ranks beside it and
+// to the kernel's TCP, which moves the bytes it waits for (2 cores, 4
+// ranks: a yielding loop took what the link needed). CPU time, not wall
+// time: a sleeping process uses little of it however busy the machine.
+TEST_CASE("net: a rank that waits long sleeps on UCX's events: its core stays free, and the message still wakes it") {
+  const std::string root = local_root();
+  auto res = run_processes(2, [&](int rank, FILE* out) {
+    setenv("UCX_TLS", "tcp", 1);
+    root_bootstrap b(root, rank, 2, quick(20));
+    net_options opt;
+    opt.timeout = rt_test::scaled(30s);
+    net_transport t(b, opt);
+    std::vector<std::byte> buf(1000, std::byte{7});
+    if (rank == 1) {
+      std::this_thread::sleep_for(1s);
+      auto r = t.isend(0, std::span<const std::byte>(buf));
+      t.wait(r);
+      return 0;
+    }
+    std::fill(buf.begin(), buf.end(), std::byte{0});
+    auto cpu_now = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    };
+    const double cpu0 = cpu_now();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = t.irecv(1, std::span(buf));
+    t.wait(r);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = cpu_now() - cpu0;
+    std::fprintf(out, "waited %.2f s, using %.3f s of CPU", wall, cpu);
+    if (std::any_of(buf.begin(), buf.end(), [](std::byte x) { return x != std::byte{7}; })) return 1;
+    return wall > 0.5 && cpu < 0.1 * wall ? 0 : 2;
+  });
+  CHECK_MESSAGE(exited_ok(res[1]), texts(res));
+  CHECK_MESSAGE(exited_ok(res[0]), texts(res));  // 1: wrong bytes; 2: the wait was short or took a tenth of a core
 }
 
 TEST_CASE("net: a message of another length than posted is refused, naming the peer") {
