@@ -131,8 +131,10 @@ class net_transport {
   void wait(request& r) {
     if (!r.pending_) return;
     failing_with(r, [&] {
-      // spin, yield up to 2 ms, then sleep on UCX's events between looks
-      detail::patience pat(*opt_.timeout, detail::pace{2000, 1000, true});
+      // A short spin (each look drives UCX's progress: on TCP, a system
+      // call), then sleep on UCX's events between looks: a message wakes
+      // the wait at once, so nothing is gained by yielding in a loop.
+      detail::patience pat(*opt_.timeout, detail::pace{200, 0, true});
       while (!test_pending(r)) {
         if (!pat.idle()) continue;
         if (pat.started() && board_) board_->waiting(whole_[r.peer_]);  // a long wait: the host may ask whom for

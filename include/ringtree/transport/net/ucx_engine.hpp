@@ -4,6 +4,7 @@
 // knows nothing of ringtree's messages or tags beyond the note's part 0.
 #include <poll.h>
 #include <sched.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -98,9 +99,18 @@ class ucx_engine {
       sched_yield();
       return;
     }
+    // UCX's order: progress until nothing moves, then arm.
+    while (ucp_worker_progress(worker_) != 0) {
+    }
     if (ucp_worker_arm(worker_) != UCS_OK) return;  // UCS_ERR_BUSY: events wait to be progressed
     pollfd p{efd_, POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(most.count()));
+    if (::poll(&p, 1, static_cast<int>(most.count())) > 0 && ucp_worker_progress(worker_) == 0) {
+      // Readable with nothing to progress: UCX 1.13 leaves it so for as
+      // long as a peer's connection is half made (that peer busy
+      // elsewhere), and a wait that polled again would spin. A short nap.
+      timespec nap{0, 500'000};
+      nanosleep(&nap, nullptr);
+    }
   }
   int size() const noexcept { return size_; }
   ucp_worker_h worker() const noexcept { return worker_; }
