@@ -285,12 +285,14 @@ int raise(MPI_Comm comm, const char* call, const std::string& what) {
     PMPI_Add_error_code(cls, &code);
     PMPI_Add_error_string(cls, const_cast<char*>("ringtree: a collective failed"));
   }
-  std::string text = std::string("ringtree (libringtree-mpi) in ") + call + ": " + what;
-  if (text.size() >= MPI_MAX_ERROR_STRING) text.resize(MPI_MAX_ERROR_STRING - 1);
-  PMPI_Add_error_string(code, text.data());
+  const std::string text = std::string("ringtree (libringtree-mpi) in ") + call + ": " + what;
+  // (MPI keeps MPI_MAX_ERROR_STRING - 1 characters of it)
+  std::string kept = text.substr(0, MPI_MAX_ERROR_STRING - 1);
+  PMPI_Add_error_string(code, kept.data());
   MPI_Errhandler h = MPI_ERRHANDLER_NULL;
   PMPI_Comm_get_errhandler(comm, &h);
-  // MPI's fatal handler prints the code's class, not always its string.
+  // MPI's fatal handler prints the code's class, not always its string;
+  // this line is the whole message (the reason often comes last).
   if (h == MPI_ERRORS_ARE_FATAL) std::fprintf(stderr, "%s\n", text.c_str());
   if (h != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&h);
   PMPI_Comm_call_errhandler(comm, code);
