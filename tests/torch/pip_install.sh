@@ -27,9 +27,7 @@ venv_py=$tmp/venv/bin/python
 printf '#!%s\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n' "$venv_py" >"$tmp/venv/bin/torchrun"
 chmod +x "$tmp/venv/bin/torchrun"
 # (PATH: meson-python runs the meson and ninja that it finds there)
-# (RINGTREE_PIP_NICE: the build's priority; scripts/ringtree test runs it
-# beside the sanitizer runs at 19)
-PATH=$tmp/venv/bin:$(dirname "$torch_py"):$PATH nice -n "${RINGTREE_PIP_NICE:-0}" "$venv_py" -m pip install --no-index --no-build-isolation "$tmp/clone" >"$tmp/pip.log" 2>&1 ||
+PATH=$tmp/venv/bin:$(dirname "$torch_py"):$PATH "$venv_py" -m pip install --no-index --no-build-isolation "$tmp/clone" >"$tmp/pip.log" 2>&1 ||
   { tail -40 "$tmp/pip.log"; fail "pip install"; }
 
 cd "$tmp/run"
