@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -59,6 +60,15 @@ root_options quick(double seconds) {
   o.timeout = rt_test::scaled(std::chrono::duration<double>(seconds));
   o.job = "test-job";
   return o;
+}
+
+// Rank `rank` of n's transport over UCX's TCP, bootstrapped at `root`.
+std::unique_ptr<net_transport> tcp_transport(const std::string& root, int rank, int n, std::chrono::duration<double> timeout) {
+  setenv("UCX_TLS", "tcp", 1);
+  root_bootstrap b(root, rank, n, quick(20));
+  net_options opt;
+  opt.timeout = timeout;
+  return std::make_unique<net_transport>(b, opt);
 }
 
 // Every rank's bytes: rank r sends r + 1 copies of a byte naming r and the round.
@@ -263,11 +273,8 @@ TEST_CASE("net: every collective between forked processes over UCX's TCP, bootst
     CAPTURE(n);
     const std::string root = local_root();
     auto res = run_processes(n, [&](int rank, FILE* out) {
-      setenv("UCX_TLS", "tcp", 1);
-      root_bootstrap b(root, rank, n, quick(20));
-      net_options opt;
-      opt.timeout = rt_test::scaled(30s);  // a hang guard
-      net_transport t(b, opt);
+      auto tp = tcp_transport(root, rank, n, rt_test::scaled(30s));  // a hang guard
+      net_transport& t = *tp;
       communicator comm(t, communicator_options{.checked = true});
       std::string first;
       for (const auto& c : rt_test::all_cases(n, {0, 1, 5, 1000, 70000}))
@@ -290,11 +297,8 @@ TEST_CASE("net: a peer that dies is named by every survivor at once, not after t
   const std::string root = local_root();
   const auto timeout = rt_test::scaled(60s);
   auto res = run_processes(3, [&](int rank, FILE* out) {
-    setenv("UCX_TLS", "tcp", 1);
-    root_bootstrap b(root, rank, 3, quick(20));
-    net_options opt;
-    opt.timeout = timeout;
-    net_transport t(b, opt);
+    auto tp = tcp_transport(root, rank, 3, timeout);
+    net_transport& t = *tp;
     communicator comm(t);
     std::vector<float> v(1000, 1.0f);
     if (rank == 2) {  // (its peers may still be in their first call when it dies)
@@ -320,11 +324,8 @@ TEST_CASE("net: a peer that dies is named by every survivor at once, not after t
 TEST_CASE("net: a rank that waits long sleeps on UCX's events: its core stays free, and the message still wakes it") {
   const std::string root = local_root();
   auto res = run_processes(2, [&](int rank, FILE* out) {
-    setenv("UCX_TLS", "tcp", 1);
-    root_bootstrap b(root, rank, 2, quick(20));
-    net_options opt;
-    opt.timeout = rt_test::scaled(30s);
-    net_transport t(b, opt);
+    auto tp = tcp_transport(root, rank, 2, rt_test::scaled(30s));
+    net_transport& t = *tp;
     std::vector<std::byte> buf(1000, std::byte{7});
     if (rank == 1) {
       std::this_thread::sleep_for(1s);
@@ -355,11 +356,8 @@ TEST_CASE("net: a rank that waits long sleeps on UCX's events: its core stays fr
 TEST_CASE("net: a message of another length than posted is refused, naming the peer") {
   const std::string root = local_root();
   auto res = run_processes(2, [&](int rank, FILE* out) {
-    setenv("UCX_TLS", "tcp", 1);
-    root_bootstrap b(root, rank, 2, quick(20));
-    net_options opt;
-    opt.timeout = rt_test::scaled(20s);
-    net_transport t(b, opt);
+    auto tp = tcp_transport(root, rank, 2, rt_test::scaled(20s));
+    net_transport& t = *tp;
     std::vector<std::byte> buf(rank == 0 ? 100 : 64);
     try {
       for (std::size_t len : {std::size_t{64}, std::size_t{100}}) {
@@ -440,11 +438,8 @@ TEST_CASE("net: abort() on one rank makes every peer's wait raise at once, namin
   const std::string root = local_root();
   const auto timeout = rt_test::scaled(20s);
   auto res = run_processes(3, [&](int rank, FILE* out) {
-    setenv("UCX_TLS", "tcp", 1);
-    root_bootstrap b(root, rank, 3, quick(20));
-    net_options opt;
-    opt.timeout = timeout;
-    net_transport t(b, opt);
+    auto tp = tcp_transport(root, rank, 3, timeout);
+    net_transport& t = *tp;
     communicator comm(t);
     std::vector<float> v(100, 1.0f);
     if (rank != 1)  // (rank 1's note may end their first call already: rank 1 can finish it first)

@@ -102,7 +102,14 @@ class ucx_engine {
     // UCX's order: progress until nothing moves, then arm.
     while (ucp_worker_progress(worker_) != 0) {
     }
-    if (ucp_worker_arm(worker_) != UCS_OK) return;  // UCS_ERR_BUSY: events wait to be progressed
+    // UCS_ERR_BUSY: events wait to be progressed, or (TCP) this rank's
+    // sends are in flight and need its progress; give the core away once
+    // first, as a yielding loop did, or the busy loop starves the kernel's
+    // TCP beside it.
+    if (ucp_worker_arm(worker_) != UCS_OK) {
+      sched_yield();
+      return;
+    }
     pollfd p{efd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(most.count())) > 0 && ucp_worker_progress(worker_) == 0) {
       // Readable with nothing to progress: UCX 1.13 leaves it so for as
