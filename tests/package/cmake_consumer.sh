@@ -33,6 +33,10 @@ run_logged() {  # log, then the command: its output only if it fails
   local log=$1; shift
   "$@" >"$log" 2>&1 || { cat "$log"; fail "$*"; }
 }
+option_of() {  # build dir, option name: its value
+  meson introspect --buildoptions "$1" | python3 -c \
+    'import json,sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]), ""))' "$2"
+}
 t0=$SECONDS
 
 run_logged "$tmp/setup.log" nice -n 19 meson setup "$tmp/build" "$src" -Dauto_features=disabled --prefix="$tmp/prefix"
@@ -42,8 +46,7 @@ if compiled=$(find "$tmp/build" -name '*.o' | head -3) && [ -n "$compiled" ]; th
 fi
 echo "meson setup + install: $((SECONDS - t0)) s, nothing compiled"
 
-inc=$tmp/prefix/$(meson introspect --buildoptions "$tmp/build" | python3 -c \
-  'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "includedir"))')
+inc=$tmp/prefix/$(option_of "$tmp/build" includedir)
 [ -f "$inc/ringtree/ringtree.hpp" ] || fail "no ringtree/ringtree.hpp under $inc"
 [ -f "$inc/ringtree/core/cxx20.hpp" ] || fail "no ringtree/core/cxx20.hpp under $inc"
 pc=$(find "$tmp/prefix" -name ringtree.pc -path '*/pkgconfig/*')
@@ -75,10 +78,6 @@ fi
 echo "pkg-config ringtree$([ $with_mpi = ON ] && echo ' and ringtree-mpi'): $((SECONDS - t0)) s"
 
 # The compiled part, installed on request.
-option_of() {  # build dir, option name: its value
-  meson introspect --buildoptions "$1" | python3 -c \
-    'import json,sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]), ""))' "$2"
-}
 prefix=$tmp/prefix
 pkgconf=(pkg-config)
 if [ -n "$main_build" ] && [ "$(option_of "$main_build" prebuilt)" = True ] &&
