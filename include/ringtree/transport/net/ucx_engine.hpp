@@ -88,6 +88,22 @@ class ucx_engine {
   }
 
   int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  ucp_worker_h worker() const noexcept { return worker_; }
+  // Null once closed (this engine failed, or is going).
+  ucp_ep_h ep(int q) const noexcept { return peers_[q].ep.load(std::memory_order_acquire); }
+  // Whether rank q failed (its endpoint's error, or its failure note), and
+  // why: "" while it is reachable. UCX's callbacks set them, in whichever
+  // thread drives the worker: the text is written once, before the flag.
+  bool failed(int q) const noexcept { return peers_[q].failed.load(std::memory_order_acquire); }
+  const std::string& failure_of(int q) const noexcept {
+    static const std::string none;
+    return failed(q) ? peers_[q].failure : none;
+  }
+  const std::string& where(int q) const noexcept { return peers_[q].where; }
+  // The first rank whose failure note arrived, else -1 (its failure_of()
+  // says why). Its peers cannot finish a collective with it.
+  int noted() const noexcept { return noted_.load(std::memory_order_acquire); }
   // A long wait's pause: until the worker has an event (a message, a
   // peer's failure) or `most` has passed, at once if one is pending. The
   // core is free meanwhile, for the ranks beside this one and for the
@@ -119,22 +135,6 @@ class ucx_engine {
       nanosleep(&nap, nullptr);
     }
   }
-  int size() const noexcept { return size_; }
-  ucp_worker_h worker() const noexcept { return worker_; }
-  // Null once closed (this engine failed, or is going).
-  ucp_ep_h ep(int q) const noexcept { return peers_[q].ep.load(std::memory_order_acquire); }
-  // Whether rank q failed (its endpoint's error, or its failure note), and
-  // why: "" while it is reachable. UCX's callbacks set them, in whichever
-  // thread drives the worker: the text is written once, before the flag.
-  bool failed(int q) const noexcept { return peers_[q].failed.load(std::memory_order_acquire); }
-  const std::string& failure_of(int q) const noexcept {
-    static const std::string none;
-    return failed(q) ? peers_[q].failure : none;
-  }
-  const std::string& where(int q) const noexcept { return peers_[q].where; }
-  // The first rank whose failure note arrived, else -1 (its failure_of()
-  // says why). Its peers cannot finish a collective with it.
-  int noted() const noexcept { return noted_.load(std::memory_order_acquire); }
   // Fail-stop for the transport and all its splits: one failure tells
   // every peer (a note) and closes every endpoint.
   fail_stop stop{"this net_transport failed earlier and cannot be used again"};
