@@ -130,11 +130,14 @@ std::chrono::duration<double> stall_for(std::chrono::duration<double> timeout) {
 std::vector<seen> run_local(const scenario& s, fault f, std::chrono::duration<double> timeout, bool checked,
                             bool mismatch) {
   std::vector<seen> out(n);
+  rt_test::shared_count finished;  // survivors done: a stalled rank need sleep no longer
   local_world world(n, timeout);
   try {
     world.run([&](local_transport& t) {
-      rt_test::faulty_transport<local_transport> ft(t, faulty, f, 0, stall_for(timeout));
+      rt_test::faulty_transport<local_transport> ft(t, faulty, f, 0, stall_for(timeout),
+                                                    [&] { return finished.get() == n - 1; });
       const seen& me = out[t.rank()] = attempt(ft, s, checked, mismatch);
+      if (t.rank() != faulty) finished.add();
       if (!me.error.empty()) throw std::runtime_error(me.error);  // as a failing program would: leave
     });
   } catch (const std::exception&) {
@@ -212,12 +215,15 @@ namespace {
 // "<seconds> <timeout peer> <error>" to its pipe.
 std::vector<seen> run_shm(const scenario& s, fault f, std::chrono::duration<double> timeout, bool checked,
                           bool mismatch, const std::string& name, std::vector<rt_test::outcome>* raw = nullptr) {
+  rt_test::shared_count finished;  // survivors done: a stalled rank need sleep no longer
   auto res = rt_test::run_processes(n, [&](int rank, FILE* out) {
     shm_options opt;
     opt.timeout = timeout;
     shm_transport t(name, rank, n, opt);
-    rt_test::faulty_transport<shm_transport> ft(t, faulty, f, 0, stall_for(timeout));
+    rt_test::faulty_transport<shm_transport> ft(t, faulty, f, 0, stall_for(timeout),
+                                                [&] { return finished.get() == n - 1; });
     const seen me = attempt(ft, s, checked, mismatch);
+    if (rank != faulty) finished.add();
     std::fprintf(out, "%.3f %d %s", me.seconds, me.timeout_peer, me.error.c_str());
     return me.error.empty() ? 0 : 7;
   });

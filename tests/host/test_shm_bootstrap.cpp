@@ -76,15 +76,25 @@ TEST_CASE("shm: a segment left by a crashed run does not break a new one") {
 
 TEST_CASE("shm: the segment is created 0600 and another user cannot open it") {
   const std::string name = unique_name("perm");
-  // rank 0 alone creates the segment and waits for a rank 1 that never comes
+  rt_test::shared_count looked;  // rank 1 has checked the segment
+  // rank 0 alone creates the segment and waits for a rank 1 that never
+  // comes, until the checks below are done (then it leaves the segment
+  // behind, and the test removes it)
   auto res = run_processes(2, [&](int rank, FILE* out) {
     if (rank == 0) {
-      try {
-        shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(4s)});
-      } catch (const error&) {
-      }
-      return 0;
+      std::thread([&] {
+        try {
+          shm_transport t(name, 0, 2, shm_options{.timeout = rt_test::scaled(4s)});
+        } catch (const error&) {
+        }
+      }).detach();
+      looked.sleep_until(1, rt_test::scaled(4s));
+      std::_Exit(0);
     }
+    struct count_me {
+      rt_test::shared_count& c;
+      ~count_me() { c.add(); }
+    } counted{looked};
     int fd = -1;  // wait for rank 0 to create it (a loaded machine may take a while)
     for (const auto until = std::chrono::steady_clock::now() + rt_test::scaled(3s); fd < 0 && std::chrono::steady_clock::now() < until;) {
       std::this_thread::sleep_for(10ms);
@@ -102,6 +112,7 @@ TEST_CASE("shm: the segment is created 0600 and another user cannot open it") {
     }
     return 0;
   });
+  shm_unlink(name.c_str());
   CHECK_MESSAGE(exited_ok(res[1]), res[1].text);
   if (geteuid() == 0) CHECK(has(res[1].text, "Permission denied"));
 }

@@ -308,15 +308,20 @@ TEST_CASE("shm: a rank that times out on a peer stuck behind another rank names 
   // rank 2 waits on rank 0, which waits on rank 1, which stalls: rank 2
   // names rank 1 (it once named rank 0, innocent), whoever times out first
   const std::string name = detail::cat("/ringtree-test-chain-", getpid());
+  rt_test::shared_count done;
   auto res = rt_test::run_processes(3, [&](int rank, FILE* out) {
     // rank 1 stalls well past the others' timeout (both scaled alike),
-    // so theirs fire while it is still there
+    // so theirs fire while it is still there; it leaves once both are done
     const auto timeout = rt_test::scaled(1500ms);
     shm_transport t(name, rank, 3, shm_options{.timeout = timeout});
     if (rank == 1) {
-      std::this_thread::sleep_for(timeout * 3);
+      done.sleep_until(2, timeout * 3);
       return 0;
     }
+    struct count_me {
+      rt_test::shared_count& c;
+      ~count_me() { c.add(); }
+    } counted{done};
     std::uint64_t x = 0;
     try {
       auto q = t.irecv(rank == 0 ? 1 : 0, std::as_writable_bytes(std::span(&x, 1)));

@@ -5,7 +5,9 @@
 //   exit_process: the process ends at once (_Exit), as a crash would;
 //   throw_exit:   the rank's thread throws (a rank of local_world dying);
 //   stall:        the rank sleeps, then goes on, as a descheduled or
-//                 swapping process would.
+//                 swapping process would; it wakes early once `woken()`
+//                 says so (the test's survivors have all finished: their
+//                 verdict is in, and the rest of the sleep only cost time).
 //   slow_to_next: on every rank, each message to the next rank (a ring's
 //                 only peer) waits `stall` first: one algorithm made
 //                 clearly slower, for the chooser's tests.
@@ -13,6 +15,7 @@
 // before arm() (call it once the communicator over it is made).
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -31,8 +34,9 @@ class faulty_transport {
   static constexpr const char* name = ringtree::detail::transport_name<T>();
   static constexpr bool in_process = ringtree::detail::transport_in_process<T>();
 
-  faulty_transport(T& inner, int faulty_rank, fault f, int after_sends, std::chrono::duration<double> stall = {})
-      : inner_(&inner), faulty_(faulty_rank), fault_(f), after_(after_sends), stall_(stall) {}
+  faulty_transport(T& inner, int faulty_rank, fault f, int after_sends, std::chrono::duration<double> stall = {},
+                   std::function<bool()> woken = {})
+      : inner_(&inner), faulty_(faulty_rank), fault_(f), after_(after_sends), stall_(stall), woken_(std::move(woken)) {}
   int rank() const noexcept { return inner_->rank(); }
   int size() const noexcept { return inner_->size(); }
   memory_type memory() const noexcept { return inner_->memory(); }
@@ -58,10 +62,15 @@ class faulty_transport {
     switch (fault_) {
       case fault::exit_process: std::_Exit(42);
       case fault::throw_exit: throw std::runtime_error("injected: this rank died");
-      case fault::stall: std::this_thread::sleep_for(stall_); break;
+      case fault::stall: sleep_unless_woken(); break;
       case fault::slow_to_next:
       case fault::none: break;
     }
+  }
+  void sleep_unless_woken() {
+    const auto until = std::chrono::steady_clock::now() + stall_;
+    while (std::chrono::steady_clock::now() < until && !(woken_ && woken_()))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   T* inner_;
   int faulty_;
@@ -69,6 +78,7 @@ class faulty_transport {
   int after_, posted_ = 0;
   bool armed_ = false;
   std::chrono::duration<double> stall_;
+  std::function<bool()> woken_;
 };
 
 }  // namespace rt_test

@@ -3,14 +3,18 @@
 // each ended: what the shared-memory and fault tests need to kill, stall
 // or lose a rank for real.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace rt_test {
@@ -18,6 +22,35 @@ namespace rt_test {
 struct outcome {
   int status;         // as from waitpid
   std::string text;   // what the process wrote to its pipe
+};
+
+// A count that the processes forked after it share (an anonymous shared
+// page; threads share it too): how a rank that only has to stay away or
+// keep something open learns that the others are done, instead of
+// sleeping out a bound set for a loaded machine.
+class shared_count {
+ public:
+  shared_count() {
+    page_ = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page_ == MAP_FAILED) throw std::runtime_error("mmap of a shared page failed");
+    count_ = new (page_) std::atomic<int>(0);
+  }
+  ~shared_count() { munmap(page_, sizeof(std::atomic<int>)); }
+  shared_count(const shared_count&) = delete;
+  shared_count& operator=(const shared_count&) = delete;
+  static_assert(std::atomic<int>::is_always_lock_free, "between processes, the atomic must not need a lock");
+
+  void add() noexcept { count_->fetch_add(1); }
+  int get() const noexcept { return count_->load(); }
+  // Sleeps until the count reaches `n`, or `most` has passed.
+  void sleep_until(int n, std::chrono::duration<double> most) const {
+    const auto until = std::chrono::steady_clock::now() + most;
+    while (get() < n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+ private:
+  void* page_;
+  std::atomic<int>* count_;
 };
 
 // How long run_processes waits for its children before it kills them: a
