@@ -91,10 +91,7 @@ TEST_CASE("shm: the segment is created 0600 and another user cannot open it") {
       looked.sleep_until(1, rt_test::scaled(4s));
       std::_Exit(0);
     }
-    struct count_me {
-      rt_test::shared_count& c;
-      ~count_me() { c.add(); }
-    } counted{looked};
+    const rt_test::shared_count::add_on_exit counted{looked};
     int fd = -1;  // wait for rank 0 to create it (a loaded machine may take a while)
     for (const auto until = std::chrono::steady_clock::now() + rt_test::scaled(3s); fd < 0 && std::chrono::steady_clock::now() < until;) {
       std::this_thread::sleep_for(10ms);

@@ -318,10 +318,7 @@ TEST_CASE("shm: a rank that times out on a peer stuck behind another rank names 
       done.sleep_until(2, timeout * 3);
       return 0;
     }
-    struct count_me {
-      rt_test::shared_count& c;
-      ~count_me() { c.add(); }
-    } counted{done};
+    const rt_test::shared_count::add_on_exit counted{done};
     std::uint64_t x = 0;
     try {
       auto q = t.irecv(rank == 0 ? 1 : 0, std::as_writable_bytes(std::span(&x, 1)));

@@ -42,6 +42,11 @@ class shared_count {
 
   void add() noexcept { count_->fetch_add(1); }
   int get() const noexcept { return count_->load(); }
+  // Adds one when it goes out of scope: "this rank is done", on every way out.
+  struct add_on_exit {
+    shared_count& count;
+    ~add_on_exit() { count.add(); }
+  };
   // Sleeps until the count reaches `n`, or `most` has passed.
   void sleep_until(int n, std::chrono::duration<double> most) const {
     const auto until = std::chrono::steady_clock::now() + most;
