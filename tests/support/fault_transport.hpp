@@ -22,6 +22,8 @@
 #include <ringtree/communicator-inl.hpp>  // communicators over these (test_host is prebuilt)
 #include <ringtree/transport/transport.hpp>
 
+#include "test_time.hpp"
+
 namespace rt_test {
 
 enum class fault { none, exit_process, throw_exit, stall, slow_to_next };
@@ -62,15 +64,10 @@ class faulty_transport {
     switch (fault_) {
       case fault::exit_process: std::_Exit(42);
       case fault::throw_exit: throw std::runtime_error("injected: this rank died");
-      case fault::stall: sleep_unless_woken(); break;
+      case fault::stall: sleep_until([this] { return woken_ && woken_(); }, stall_); break;
       case fault::slow_to_next:
       case fault::none: break;
     }
-  }
-  void sleep_unless_woken() {
-    const auto until = std::chrono::steady_clock::now() + stall_;
-    while (std::chrono::steady_clock::now() < until && !(woken_ && woken_()))
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   T* inner_;
   int faulty_;

@@ -14,8 +14,9 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "test_time.hpp"
 
 namespace rt_test {
 
@@ -49,8 +50,7 @@ class shared_count {
   };
   // Sleeps until the count reaches `n`, or `most` has passed.
   void sleep_until(int n, std::chrono::duration<double> most) const {
-    const auto until = std::chrono::steady_clock::now() + most;
-    while (get() < n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    rt_test::sleep_until([&] { return get() >= n; }, most);
   }
 
  private:

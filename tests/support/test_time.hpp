@@ -68,4 +68,12 @@ inline double slowdown() {
 // A time bound stated for an idle machine, scaled by slowdown().
 inline std::chrono::duration<double> scaled(std::chrono::duration<double> idle) { return idle * slowdown(); }
 
+// Sleeps until done() or `most` has passed: a rank that only waits for
+// the others' sake, leaving once their verdict is in.
+template <class Done>
+void sleep_until(Done done, std::chrono::duration<double> most) {
+  const auto until = std::chrono::steady_clock::now() + most;
+  while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 }  // namespace rt_test
