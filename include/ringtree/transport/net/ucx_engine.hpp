@@ -31,11 +31,11 @@ namespace ringtree::detail {
 class ucx_engine {
   // UCX before 1.16 picks its protocols the old way by default: over TCP a
   // large message goes by rendezvous, whose control messages queue behind
-  // the data flowing the other way, and the link idles meanwhile (65% of
-  // it in bench/RESULTS.md's emulated 1 Gbit/s hosts). The newer selection,
-  // 1.16's default, prices each protocol per transport and streams there
-  // (100%), while RDMA keeps its zero-copy rendezvous. UCX_PROTO_ENABLE set
-  // by the user wins; an older UCX without the key ignores it.
+  // the data flowing the other way, and the link idles meanwhile: a ring
+  // across two emulated 1 Gbit/s hosts used 60% of it (bench/RESULTS.md).
+  // The newer selection, 1.16's default, prices each protocol per transport
+  // and streams there (92%), while RDMA keeps its zero-copy rendezvous.
+  // UCX_PROTO_ENABLE set by the user wins; a UCX without the key ignores it.
   static void prefer_new_protocols(ucp_config_t* config) noexcept {
     unsigned major = 0, minor = 0, release = 0;
     ucp_get_version(&major, &minor, &release);
