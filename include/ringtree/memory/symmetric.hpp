@@ -159,7 +159,10 @@ class symmetric_heap {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
       if (v >= target && v != failed_seq) return;
       if (((looks & 63) == 63 || v == failed_seq) && q_failed(v)) raise_failed();
-      if ((looks & 63) == 63 && went_elsewhere(q, on_line))
+      // q may have reached `target` and gone on to its next call since the
+      // look above (on a loaded machine this rank can be preempted between
+      // the two reads); its next call is ordered after it: look once more.
+      if ((looks & 63) == 63 && went_elsewhere(q, on_line) && !reached(seq, target))
         throw error(call, rank_, cat("rank ", q, " called a different collective: it went on to a ", on_line ? "staged" : "direct",
                                      " call that this rank has not made, where this rank's call is ", on_line ? "direct" : "staged",
                                      " (different sizes on different ranks?)"));
@@ -188,6 +191,10 @@ class symmetric_heap {
   // the epoch lines while it waits on q's staging slot. Each kind has its
   // own count, so ranks that disagree on whether a call stages (a size on
   // either side of stage_capacity) would otherwise wait for the timeout.
+  static bool reached(const std::atomic<std::uint64_t>& seq, std::uint64_t target) noexcept {
+    const std::uint64_t v = seq.load(std::memory_order_acquire);
+    return v >= target && v != failed_seq;
+  }
   bool went_elsewhere(int q, bool on_line) const noexcept {
     if (on_line) {
       const std::uint64_t s = std::max(stage(q, 0)->seq.load(std::memory_order_acquire), stage(q, 1)->seq.load(std::memory_order_acquire));
