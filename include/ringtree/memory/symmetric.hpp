@@ -155,14 +155,15 @@ class symmetric_heap {
     auto q_failed = [&](std::uint64_t v) { return v == failed_seq || line(q)->seq.load(std::memory_order_acquire) == failed_seq; };
     auto raise_failed = [&] { throw error(call, rank_, cat("rank ", q, " failed in a direct call on symmetric memory (its own error says why)")); };
     const bool on_line = &seq == &line(q)->seq;
+    auto at_target = [&](std::uint64_t v) { return v >= target && v != failed_seq; };
     for (long looks = 0;; ++looks) {
       const std::uint64_t v = seq.load(std::memory_order_acquire);
-      if (v >= target && v != failed_seq) return;
+      if (at_target(v)) return;
       if (((looks & 63) == 63 || v == failed_seq) && q_failed(v)) raise_failed();
       // q may have reached `target` and gone on to its next call since the
       // look above (on a loaded machine this rank can be preempted between
       // the two reads); its next call is ordered after it: look once more.
-      if ((looks & 63) == 63 && went_elsewhere(q, on_line) && !reached(seq, target))
+      if ((looks & 63) == 63 && went_elsewhere(q, on_line) && !at_target(seq.load(std::memory_order_acquire)))
         throw error(call, rank_, cat("rank ", q, " called a different collective: it went on to a ", on_line ? "staged" : "direct",
                                      " call that this rank has not made, where this rank's call is ", on_line ? "direct" : "staged",
                                      " (different sizes on different ranks?)"));
@@ -173,7 +174,7 @@ class symmetric_heap {
           // leaving is ordered after its last phase, so look once more; and
           // where q failed here first, that is the cause to name.
           const std::uint64_t now = seq.load(std::memory_order_acquire);
-          if (now >= target && now != failed_seq) return;
+          if (at_target(now)) return;
           if (q_failed(now)) raise_failed();
           throw error(call, rank_, why);
         }
@@ -191,10 +192,6 @@ class symmetric_heap {
   // the epoch lines while it waits on q's staging slot. Each kind has its
   // own count, so ranks that disagree on whether a call stages (a size on
   // either side of stage_capacity) would otherwise wait for the timeout.
-  static bool reached(const std::atomic<std::uint64_t>& seq, std::uint64_t target) noexcept {
-    const std::uint64_t v = seq.load(std::memory_order_acquire);
-    return v >= target && v != failed_seq;
-  }
   bool went_elsewhere(int q, bool on_line) const noexcept {
     if (on_line) {
       const std::uint64_t s = std::max(stage(q, 0)->seq.load(std::memory_order_acquire), stage(q, 1)->seq.load(std::memory_order_acquire));
