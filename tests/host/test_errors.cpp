@@ -106,6 +106,50 @@ TEST_CASE("an algorithm a collective does not offer is refused") {
   for (auto& m : msgs) CHECK(has(m, "algorithm ring is not available for scatter of 8 bytes on 2 ranks (available: linear, binomial)"));
 }
 
+// Calls of no elements return before they are built (the fast path of
+// communicator::empty_call): what can be wrong with them must still raise,
+// and a queued asynchronous call must still be waited for first.
+TEST_CASE("calls of no elements return at once, but bad ones raise and queued calls are waited for") {
+  auto msgs = errors(3, [](local_transport& t) {
+    communicator comm(t);
+    std::vector<int> none, three(3);
+    auto in = std::span<const int>(none);
+    auto out = std::span<int>(none);
+    comm.allreduce(in, out);  // every collective, empty on every rank: nothing to do
+    comm.broadcast(out, 2);
+    comm.reduce(in, out, 1);
+    comm.scatter(in, out, 0);
+    comm.gather(in, out, 0);
+    comm.reduce_scatter(in, out);
+    comm.allgather(in, out);
+    comm.alltoall(in, out);
+    CHECK_THROWS_WITH_AS(comm.broadcast(out, 3), doctest::Contains("root 3 is out of range for 3 ranks"), error);
+    CHECK_THROWS_WITH_AS(comm.reduce(in, out, -1), doctest::Contains("root -1 is out of range for 3 ranks"), error);
+    CHECK_THROWS_WITH_AS(comm.gather(in, out, 7), doctest::Contains("root 7 is out of range"), error);
+    CHECK_THROWS_WITH_AS(comm.scatter(in, out, 0, algorithm::ring), doctest::Contains("algorithm ring is not available for scatter"),
+                         error);
+    CHECK_THROWS_WITH_AS(comm.allreduce(in, std::span<int>(three)), doctest::Contains("out.size() = 3 but in.size() = 0"), error);
+    CHECK_THROWS_WITH_AS(comm.allgather(in, std::span<int>(three)), doctest::Contains("out.size() = 3 but size() * in.size() = 3 * 0 = 0"),
+                         error);
+    if (t.rank() == 1)
+      CHECK_THROWS_WITH_AS(comm.reduce(in, std::span<int>(three), 1), doctest::Contains("out.size() = 3 on the root but in.size() = 0"),
+                           error);
+    // An empty call after an asynchronous one returns only once that has
+    // run (a synchronous call waits for the queue): rank 0 queues first,
+    // its peers a moment later, so that call cannot have run before.
+    std::vector<float> big(1 << 16, 1.0f);
+    if (t.rank() != 0) std::this_thread::sleep_for(50ms);
+    auto w = comm.allreduce_async(std::span<float>(big));
+    comm.allreduce(in, out);
+    CHECK(w.test());
+    w.wait();
+    CHECK(big[0] == 3.0f);
+    still_works(comm);
+    throw error("test", t.rank(), "done");
+  });
+  for (auto& m : msgs) CHECK(has(m, "done"));
+}
+
 TEST_CASE("checked mode: mismatched counts, roots or calls raise on every rank, naming the ranks") {
   communicator_options checked;
   checked.checked = true;
