@@ -194,7 +194,7 @@ TEST_CASE("symmetric buffers: a peer that reaches the phase and leaves between t
 // Staged calls (private buffers up to the slot's capacity): a rank that
 // reads nothing returns without waiting for anyone, and a slot is never
 // written again before every peer has read it.
-TEST_CASE("staged calls: a broadcast's root runs two calls ahead, and never overwrites what a peer has yet to read") {
+TEST_CASE("staged calls: a broadcast's root runs stage_slots calls ahead, and never overwrites what a peer has yet to read") {
   local_world(3, std::chrono::seconds(60)).run([](local_transport& t) {
     static std::atomic<bool> root_ahead{false};
     root_ahead = false;
@@ -206,17 +206,18 @@ TEST_CASE("staged calls: a broadcast's root runs two calls ahead, and never over
       comm.broadcast(std::span<int>(v), 0, algorithm::direct);
       for (int x : v) CHECK(x == k);
     };
-    // The root's two broadcasts finish before rank 2 has started either:
-    // were the root waiting for its readers, this would hang (60 s: the timeout).
+    // The root's first stage_slots broadcasts finish before rank 2 has
+    // started any: were the root waiting for its readers, this would hang
+    // (60 s: the timeout).
+    constexpr int ahead = static_cast<int>(detail::stage_slots);
     if (t.rank() == 2)
       for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(50); !root_ahead;)
         REQUIRE(std::chrono::steady_clock::now() < until);
-    bcast(1);
-    bcast(2);
+    for (int k = 1; k <= ahead; ++k) bcast(k);
     if (t.rank() == 0) root_ahead = true;
-    // The root's third call reuses the first call's slot: it waits for
+    // The root's next call reuses the first call's slot: it waits for
     // rank 2's read. Slow readers, many calls: every value arrives.
-    for (int k = 3; k < 40; ++k) {
+    for (int k = ahead + 1; k < ahead + 40; ++k) {
       if (t.rank() == 2 && k % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       bcast(k);
       std::vector<int> in(5, k + t.rank()), out(5, -1);

@@ -59,16 +59,21 @@ inline constexpr std::uint64_t failed_seq = ~std::uint64_t{0};
 
 // A staging slot for small calls: the payload shares the first cache line
 // with the sequence number, so a reader of up to 40 bytes moves one line.
-// Each rank has two, used in turn: a rank writes a slot again two staged
-// calls later, when every peer has finished reading it (they published
-// the call in between, which they do only after reading this one).
+// Each rank has stage_slots of them, used in turn: a rank writes a slot
+// again stage_slots staged calls later, when every peer has finished
+// reading it (they staged the call after it, which they do only after
+// reading this one). So a rank that reads nothing (a broadcast's root, a
+// reduce's others) runs up to stage_slots calls ahead of its slowest
+// peer, as MPI's eager messages let its ranks (with two slots, ranks that
+// outnumbered the cores waited on each other every call).
 struct stage_header {
   std::atomic<std::uint64_t> seq;  // the staged call this slot holds
   std::uint64_t call_word, bytes;
 };
 inline constexpr std::size_t stage_stride = 8192, stage_capacity = stage_stride - sizeof(stage_header);
-// A rank's control memory: its epoch line, then its two staging slots.
-inline constexpr std::size_t control_bytes = 64 + 2 * stage_stride;
+inline constexpr std::uint64_t stage_slots = 8;
+// A rank's control memory: its epoch line, then its staging slots.
+inline constexpr std::size_t control_bytes = 64 + stage_slots * stage_stride;
 inline constexpr int phase_bits = 24;
 inline constexpr std::uint32_t published_phase = 1, done_phase = (1u << phase_bits) - 1;
 // Steps 2 .. done_phase - 1 are free for the algorithm's own use.
@@ -96,7 +101,7 @@ class symmetric_heap {
   epoch_line* line(int r) const noexcept { return reinterpret_cast<epoch_line*>(control_.bases[r]); }
   epoch_line* mine() const noexcept { return line(rank_); }
   stage_header* stage(int r, std::uint64_t s) const noexcept {
-    return reinterpret_cast<stage_header*>(control_.bases[r] + 64 + (s % 2) * stage_stride);
+    return reinterpret_cast<stage_header*>(control_.bases[r] + 64 + (s % stage_slots) * stage_stride);
   }
   std::uint64_t next_stage() {
     check_usable();
@@ -194,8 +199,9 @@ class symmetric_heap {
   // either side of stage_capacity) would otherwise wait for the timeout.
   bool went_elsewhere(int q, bool on_line) const noexcept {
     if (on_line) {
-      const std::uint64_t s = std::max(stage(q, 0)->seq.load(std::memory_order_acquire), stage(q, 1)->seq.load(std::memory_order_acquire));
-      return s != failed_seq && s > stage_;
+      for (std::uint64_t k = 0; k < stage_slots; ++k)
+        if (const std::uint64_t s = stage(q, k)->seq.load(std::memory_order_acquire); s != failed_seq && s > stage_) return true;
+      return false;
     }
     const std::uint64_t v = line(q)->seq.load(std::memory_order_acquire);
     return v != failed_seq && (v >> phase_bits) > call_;
@@ -269,17 +275,19 @@ class symmetric_window {
   // my buffer, so I may return once I have read what I need: at once
   // where that is nothing (a broadcast's root), as an eager message lets
   // MPI's. Every rank stages once in every staged call, if only nothing:
-  // a slot is written again two staged calls later, once every peer has
-  // staged the call in between, which it does only after it has read
-  // everything of this one. (The slots are host memory: device memory
+  // a slot is written again stage_slots staged calls later, once every
+  // peer has staged the call after it, which it does only after it has
+  // read everything of this one. (The slots are host memory: device memory
   // never stages.)
   static constexpr std::size_t stage_capacity = detail::kind_of_memory<M>() == memory_kind::host ? detail::stage_capacity : 0;
   template <class E>
   void stage(std::span<const E> mine) {
     stage_ = h_->next_stage();
-    if (stage_ > 2)
+    if (stage_ > detail::stage_slots) {
+      const std::uint64_t after = stage_ - detail::stage_slots + 1;  // staged only once this slot's last call was read
       for (int q = 0; q < size(); ++q)
-        if (q != rank()) h_->wait(call_, q, h_->stage(q, stage_ - 1)->seq, stage_ - 1);
+        if (q != rank()) h_->wait(call_, q, h_->stage(q, after)->seq, after);
+    }
     auto* slot = h_->stage(rank(), stage_);
     slot->call_word = call_word_;
     slot->bytes = mine.size_bytes();
