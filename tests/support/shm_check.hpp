@@ -1,10 +1,13 @@
 #pragma once
 // What the shared-memory test files share: forked ranks' outcomes, segment
 // names of their own, and what is in /dev/shm.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -28,10 +31,20 @@ inline std::set<std::string> shm_entries() {
   return s;
 }
 
+// The pid in a name from unique_name ("ringtree-test-<what>-<pid>"), or 0.
+inline int unique_name_pid(const std::string& e) {
+  if (e.rfind("ringtree-test-", 0) != 0) return 0;
+  const auto dash = e.rfind('-');
+  const std::string digits = e.substr(dash + 1);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::atoi(digits.c_str());
+}
+
 // What a test left in /dev/shm: the entries that are new since `before`,
-// except those whose creator still runs (named /ringtree-<ns>-<pid>-<start>-...,
-// judged as the library's own sweep of stale segments judges them: another
-// suite running beside this one is not a leak of this test's).
+// except those whose creator still runs: the library's own maps (named
+// /ringtree-<ns>-<pid>-<start>-..., judged as its sweep of stale segments
+// judges them) and another test process's named segments (unique_name).
+// A suite running beside this one is not a leak of this test's.
 inline std::set<std::string> left_behind(const std::set<std::string>& before) {
   std::set<std::string> left;
   for (const auto& e : shm_entries()) {
@@ -41,6 +54,7 @@ inline std::set<std::string> left_behind(const std::set<std::string>& before) {
     if (std::sscanf(e.c_str(), "ringtree-%llx-%d-%llu-", &ns, &pid, &start) == 3 && pid != ::getpid() &&
         ringtree::detail::process_alive(pid, start))
       continue;
+    if (const int other = unique_name_pid(e); other > 0 && other != ::getpid() && (::kill(other, 0) == 0 || errno == EPERM)) continue;
     left.insert(e);
   }
   return left;
