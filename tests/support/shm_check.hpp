@@ -1,11 +1,9 @@
 #pragma once
 // What the shared-memory test files share: forked ranks' outcomes, segment
 // names of their own, and what is in /dev/shm.
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -54,7 +52,7 @@ inline std::set<std::string> left_behind(const std::set<std::string>& before) {
     if (std::sscanf(e.c_str(), "ringtree-%llx-%d-%llu-", &ns, &pid, &start) == 3 && pid != ::getpid() &&
         ringtree::detail::process_alive(pid, start))
       continue;
-    if (const int other = unique_name_pid(e); other > 0 && other != ::getpid() && (::kill(other, 0) == 0 || errno == EPERM)) continue;
+    if (const int other = unique_name_pid(e); other > 0 && other != ::getpid() && ringtree::detail::process_alive(other)) continue;
     left.insert(e);
   }
   return left;
