@@ -314,10 +314,12 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
   // (integer avg's remainders are 8-byte).
   template <collective C, bool OverMessages = true, class... A>
   void run_private(const call& c, algorithm a, A&&... args);
+  // Checked mode compares every call across the ranks (one rank has none to compare with).
+  bool compares_calls() const noexcept { return opt_.checked && size() > 1; }
   // A call of no elements with good arguments returns at once (MPI's do),
   // unless checked mode is to compare it across ranks.
   bool returns_at_once(const call& c, std::size_t elems) const noexcept {
-    return elems == 0 && c.problem.empty() && !(opt_.checked && size() > 1);
+    return elems == 0 && c.problem.empty() && !compares_calls();
   }
   // The usual such call (every buffer it reads on this rank empty,
   // automatic, a root in range, no asynchronous call queued: a synchronous
@@ -327,7 +329,7 @@ class communicator : public async_calls<communicator<Transport>, traced_transpor
   template <class... S>
   bool empty_call(algorithm a, int root, S... spans) const noexcept {
     return (spans.empty() && ...) && a == algorithm::automatic && root >= 0 && root < size() && !engine_.engine &&
-           !opt_.point_to_point_only && !(opt_.checked && size() > 1);
+           !opt_.point_to_point_only && !compares_calls();
   }
   // What the peers' lines and slots must match: collective, algorithm, op, root, type.
   template <collective C>

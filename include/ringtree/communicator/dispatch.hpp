@@ -72,7 +72,7 @@ void communicator<Transport>::finish(call& c) {
   // rank alike, whatever the call): what is offered depends on it.
   if (size() > 1 && detail::maps_in_calls(*t_)) open_shared_state();
   std::optional<algorithm> settled;  // the row, where finding it needs no messages
-  if (opt_.checked && size() > 1) {
+  if (compares_calls()) {
     if (c.problem.empty()) settled = resolve<C>(c, false);
     {
       auto l = traced_view();
@@ -84,7 +84,7 @@ void communicator<Transport>::finish(call& c) {
   // The ranks agreed on what they asked for only: the row that resolving
   // it needed messages for (a measurement, the model or tuning table
   // loaded) is compared too, once per such call.
-  if (opt_.checked && size() > 1 && !settled) {
+  if (compares_calls() && !settled) {
     auto l = traced_view();
     detail::compare_calls(l, c, std::string(to_string(C)), c.algo);
   }
