@@ -2,7 +2,8 @@
 // through MPI's profiling interface. Preloaded (LD_PRELOAD=libringtree-mpi.so)
 // or linked before the MPI library, it defines MPI_Allreduce, MPI_Reduce,
 // MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall,
-// MPI_Barrier and MPI_Iallreduce. A call ringtree can serve with exactly
+// MPI_Barrier and MPI_Iallreduce (and MPI_Type_free and MPI_Op_free, to
+// note that a handle is gone). A call ringtree can serve with exactly
 // MPI's semantics runs on the ringtree communicator cached on its MPI
 // communicator (shared memory within a host, MPI between hosts); any other
 // goes to MPI's own (PMPI_*) untouched:
@@ -103,8 +104,9 @@ std::string reduction_text(long count, MPI_Datatype t, MPI_Op o) {
 // the communicator itself is not refused; `bytes` gives the call's size
 // (routes.hpp says which bytes).
 // `count`: the call's count (0: MPI's own returns at once, and so does the
-// layer, after one compare, unless the log wants a line or a request of
-// the layer's may still be running: a call routed to MPI completes those first).
+// layer, by MPI's own or by its last answer to the same arguments, unless
+// the log wants a line or a request of the layer's may still be running: a
+// call routed to MPI completes those first).
 // `t`: its datatype (the receive side's, for the data-moving calls). A call
 // whose count and datatype were just measured faster on MPI goes there at
 // once (MPI checks its arguments): the route costs one compare.
@@ -121,27 +123,49 @@ int to_mpi(call_kind kind, MPI_Comm comm, comm_info* info, Mpi& mpi) {
   return mpi();
 }
 
+// A call of no elements that MPI's own serves (it returns at once): the
+// arguments it accepted are kept for the next such call (layer.hpp,
+// accepted_empty). Not MPI_Iallreduce's: its answer is a request too.
+template <class Mpi>
+int empty_to_mpi(call_kind kind, MPI_Comm comm, const call_args& args, Mpi& mpi) {
+  const int rc = mpi();
+  const settings& s = the_settings();
+  if (mpi_answers_empty_alone && rc == MPI_SUCCESS && kind != call_kind::iallreduce && s.enabled && !s.thread_multiple && comm != MPI_COMM_NULL) {
+    comm_info& info = info_of(comm);
+    if (!info.inter) info.empty[std::size_t(kind)] = {empty_epoch, args};
+  }
+  return rc;
+}
+
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
-[[gnu::noinline]] int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text,
-                                 Run&& run, Mpi&& mpi);
+[[gnu::noinline]] int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, const call_args& args, Bytes&& bytes,
+                                 Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi);
+// `args`: the call's arguments but its count (args_of), compared only for
+// calls of no elements.
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
-int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
-  // The count and datatype just measured faster on MPI's own, on the last
-  // communicator asked about: a compare, then MPI (the memo is set only
-  // where the log is off, on a communicator the layer serves). The rest is
-  // out of line, so that this path costs no frame of its own.
+int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, const call_args& args, Bytes&& bytes, Refusal&& refusal, Text&& text,
+          Run&& run, Mpi&& mpi) {
+  // On the last communicator asked about: a call of no elements with the
+  // arguments MPI's own last accepted gets its answer; the count and
+  // datatype just measured faster on MPI's own go there (the memos are set
+  // only where the log is off). A compare or two each; the rest is out of
+  // line, so that these paths cost no frame of their own.
   if (comm == last_comm && !inside) {
+    const accepted_empty& empty = last_info->empty[std::size_t(kind)];
+    if (count == 0 && empty.epoch == empty_epoch && empty.args == args) return MPI_SUCCESS;
     const call_to_mpi& memo = last_info->to_mpi[std::size_t(kind)];
     if (memo.set && memo.count == count && memo.t == t && last_info->lc) return to_mpi(kind, comm, last_info, mpi);
   }
-  return serve_long(kind, comm, count, t, bytes, refusal, text, run, mpi);
+  return serve_long(kind, comm, count, t, args, bytes, refusal, text, run, mpi);
 }
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
-int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, Bytes&& bytes, Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi) {
+int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, const call_args& args, Bytes&& bytes, Refusal&& refusal,
+               Text&& text, Run&& run, Mpi&& mpi) {
   const char* call = call_names[std::size_t(kind)].data();
   comm_info* info = nullptr;
   auto to_mpi = [&] { return ::to_mpi(kind, comm, info, mpi); };
-  if (inside || !mpi_ready() || (count == 0 && !the_settings().log && !requests_pending())) return mpi();
+  if (inside || !mpi_ready()) return mpi();
+  if (count == 0 && !the_settings().log && !requests_pending()) return empty_to_mpi(kind, comm, args, mpi);
   const settings& s = the_settings();
   const char* why = refused_everywhere(comm, info);
   if (!why) why = refusal();
@@ -217,7 +241,7 @@ int owing(int n, const MPI_Request* was, const MPI_Request* now, int rc, MPI_Sta
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve(call_kind::allreduce, comm, count, t, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::allreduce, comm, count, t, args_of(sendbuf, recvbuf, t, o), [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); },
       [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
@@ -232,7 +256,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t,
 }
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm, MPI_Request* req) {
-  return serve(call_kind::iallreduce, comm, count, t, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::iallreduce, comm, count, t, {}, [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); }, [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
         const op ro = *to_op(o);
@@ -246,7 +270,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm) {
-  return serve(call_kind::reduce, comm, count, t, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::reduce, comm, count, t, args_of(sendbuf, recvbuf, t, o, root), [&] { return signature_bytes(count, t); },
       [&] {
         // (at the root: recvbuf is used only there)
         const bool at_root = info_of(comm).rank == root;
@@ -269,7 +293,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve(call_kind::reduce_scatter_block, comm, recvcount, t, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::reduce_scatter_block, comm, recvcount, t, args_of(sendbuf, recvbuf, t, o), [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return first_of([&] { return refused_reduction(recvcount, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, recvcount); }); },
       [&] { return reduction_text(recvcount, t, o); },
       [&](comm_t& c) {
@@ -289,7 +313,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 }
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-  return serve(call_kind::bcast, comm, count, t, [&] { return signature_bytes(count, t); },
+  return serve(call_kind::bcast, comm, count, t, args_of(buf, t, root), [&] { return signature_bytes(count, t); },
       [&] { return count < 0 ? "a negative count" : t == MPI_DATATYPE_NULL ? "MPI_DATATYPE_NULL" : refused_root(root, comm); },
       [&] { return detail::cat(count, " x ", type_name(t), ", root ", root); },
       [&](comm_t& c) {
@@ -301,7 +325,7 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve(call_kind::allgather, comm, recvcount, recvtype, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::allgather, comm, recvcount, recvtype, args_of(sendbuf, sendcount, sendtype, recvbuf, recvtype), [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " from each rank"); },
       [&](comm_t& c) {
@@ -320,7 +344,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve(call_kind::alltoall, comm, recvcount, recvtype, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  return serve(call_kind::alltoall, comm, recvcount, recvtype, args_of(sendbuf, sendcount, sendtype, recvbuf, recvtype), [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " to and from each rank"); },
       [&](comm_t& c) {
@@ -338,7 +362,7 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-  return serve(call_kind::barrier, comm, -1, MPI_DATATYPE_NULL, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
+  return serve(call_kind::barrier, comm, -1, MPI_DATATYPE_NULL, {}, [] { return SIZE_MAX; }, [] { return static_cast<const char*>(nullptr); }, [] { return std::string(); },
                [](comm_t& c) { c.barrier(); }, [&] { return PMPI_Barrier(comm); });
 }
 
@@ -412,9 +436,21 @@ int MPI_Request_free(MPI_Request* r) {
   return MPI_SUCCESS;
 }
 
+// A freed datatype's or op's handle may come back as another's: calls of
+// no elements ask MPI again (layer.hpp, accepted_empty).
+int MPI_Type_free(MPI_Datatype* t) {
+  ++empty_epoch;
+  return PMPI_Type_free(t);
+}
+int MPI_Op_free(MPI_Op* o) {
+  ++empty_epoch;
+  return PMPI_Op_free(o);
+}
+
 // The ringtree communicators go (collectively, as they were made) while MPI
 // is still there.
 int MPI_Finalize() {
+  ++empty_epoch;
   if (mpi_ready()) {
     inside_scope in;
     drop_all();

@@ -67,11 +67,40 @@ struct call_to_mpi {
   long count = -1;
   MPI_Datatype t = MPI_DATATYPE_NULL;
 };
+// Per call, the last arguments of a call of no elements that MPI's own
+// accepted. Open MPI checks such a call's arguments and returns without a
+// word to the other ranks (4.1's bindings: count 0 on an
+// intracommunicator), so the same arguments again get MPI's answer without
+// asking it: a compare of a few words instead of a call. Whatever could
+// change that answer moves `empty_epoch` on: a freed datatype or op (its
+// handle may come back as another), a layer request started (a call that
+// goes to MPI completes those first), MPI_Finalize. A freed communicator
+// takes its comm_info along.
+#ifdef OPEN_MPI
+inline constexpr bool mpi_answers_empty_alone = true;
+#else
+inline constexpr bool mpi_answers_empty_alone = false;  // (not checked for other MPIs)
+#endif
+using call_args = std::array<std::uintptr_t, 6>;
+template <class... A>
+call_args args_of(A... a) {
+  auto word = []<class W>(W w) {
+    if constexpr (std::is_pointer_v<W>) return reinterpret_cast<std::uintptr_t>(w);
+    else return static_cast<std::uintptr_t>(w);
+  };
+  return {word(a)...};
+}
+struct accepted_empty {
+  std::uint64_t epoch = 0;  // (0 never matches)
+  call_args args{};
+};
+inline std::uint64_t empty_epoch = 1;
 struct comm_info {
   bool inter = false;
   int size = 0, rank = -1;
   std::unique_ptr<layer_comm> lc;  // made by layer_of
   std::array<call_to_mpi, call_kinds> to_mpi{};
+  std::array<accepted_empty, call_kinds> empty{};
 };
 // The communicator asked about last, and what the layer knows of it
 // (support.cpp keeps them): a call on it reads its info without a call.

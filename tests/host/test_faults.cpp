@@ -322,3 +322,30 @@ TEST_CASE("a chain of waits that comes back to a rank it named stops there and s
   CHECK_FALSE(b.cycle);
   CHECK(b.rank == 4);
 }
+
+TEST_CASE("a cycle of waits that are all old is called stuck; one with a young wait, still exchanging") {
+  std::vector<detail::wait_line> lines(5);
+  std::vector<detail::wait_line*> at;
+  for (auto& l : lines) l.waiting_for = 0, l.since_ns = 0, at.push_back(&l);
+  const auto now_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  auto waits = [&](int r, int peer, double seconds_ago) {
+    lines[r].waiting_for = static_cast<std::uint32_t>(peer + 1);
+    lines[r].since_ns = now_ns - static_cast<std::uint64_t>(seconds_ago * 1e9);
+  };
+  const detail::wait_board board(nullptr, at, 1, {0, 1, 2, 3, 4});
+  // rank 1 waits for 3, which waits for 2, which waits for 0, which waits for 2: the cycle is 2 <-> 0
+  waits(1, 3, 20), waits(3, 2, 0.2), waits(2, 0, 15), waits(0, 2, 18);
+  auto b = board.follow(3);
+  REQUIRE(b.cycle);
+  CHECK_MESSAGE(b.youngest >= 15, b.chain);  // (3's young wait is on the way in, not in the cycle)
+  CHECK(b.verdict("rank 2").find("collectives called in different orders") != std::string::npos);
+  // Two ranks passing a message in many pieces: each wait is young.
+  waits(0, 2, 0.3);
+  b = board.follow(3);
+  REQUIRE(b.cycle);
+  CHECK_MESSAGE(b.youngest < 1, b.chain);
+  const std::string v = b.verdict("rank 2");
+  CHECK_MESSAGE(v.find("still exchanging") != std::string::npos, v);
+  CHECK_MESSAGE(v.find("different orders") == std::string::npos, v);
+}

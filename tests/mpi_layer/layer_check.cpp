@@ -166,11 +166,13 @@ void requests() {
   // 32 MiB: the call takes milliseconds where a next call that does not
   // wait for it returns in microseconds, so one that forgot it fails every
   // run, not only on a loaded machine. The next call: a barrier (the
-  // layer's), a float MPI_MAX (which the layer sends to MPI's own), and an
-  // all-reduce of no elements (which MPI's own returns at once), and an
-  // all-reduce of 1000 ints made once before (where a routes file sends
-  // those to MPI's own, the second goes there by the layer's memo, its
-  // shortest path: tests/mpi_layer.sh runs this with such a file).
+  // layer's), a float MPI_MAX (which the layer sends to MPI's own), an
+  // all-reduce of no elements made once before (which MPI's own returns at
+  // once, and the layer answers a second time from its memo of MPI's
+  // answer), and an all-reduce of 1000 ints made once before (where a
+  // routes file sends those to MPI's own, the second goes there by the
+  // layer's memo, its shortest path: tests/mpi_layer.sh runs this with such
+  // a file).
   if (layer_off()) return;
   const int big = 1 << 22;
   std::vector<double> in(big), out(big);
@@ -179,15 +181,17 @@ void requests() {
   std::vector<int> ints(1000, rank), sums(1000);
   for (const char* next : {"MPI_Barrier", "MPI_Allreduce of a float with MPI_MAX (MPI's own serves it)", "MPI_Allreduce of no elements", again.c_str()}) {
     std::fill(out.begin(), out.end(), 0.0);
+    float one = float(rank), most = -1;
+    const int floats = std::string(next).find("no elements") != std::string::npos ? 0 : 1;
     if (next == again) check(MPI_Allreduce(ints.data(), sums.data(), 1000, MPI_INT, MPI_SUM, MPI_COMM_WORLD), next);
+    if (floats == 0) check(MPI_Allreduce(&one, &most, 0, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD), next);
     MPI_Request r;
     check(MPI_Iallreduce(in.data(), out.data(), big, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r), "MPI_Iallreduce");
     check(MPI_Request_free(&r), "MPI_Request_free");
     expect(r == MPI_REQUEST_NULL, "MPI_Request_free sets MPI_REQUEST_NULL");
-    float one = float(rank), most = -1;
     if (next[4] == 'B') check(MPI_Barrier(MPI_COMM_WORLD), next);
     else if (next == again) check(MPI_Allreduce(ints.data(), sums.data(), 1000, MPI_INT, MPI_SUM, MPI_COMM_WORLD), next);
-    else check(MPI_Allreduce(&one, &most, std::string(next).find("no elements") != std::string::npos ? 0 : 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD), next);
+    else check(MPI_Allreduce(&one, &most, floats, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD), next);
     int wrong = 0;
     for (int i = 0; i < big; ++i) wrong += out[i] != double(size) * (i % 7) + size * (size - 1) / 2.0;
     expect(wrong == 0, std::string("MPI_Iallreduce whose request was freed is complete when the next call returns (") + next +

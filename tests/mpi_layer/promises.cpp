@@ -110,6 +110,43 @@ void erroneous_calls() {
   same_code(MPI_Allreduce(buf.data(), out.data(), 10, MPI_INT, MPI_OP_NULL, c), PMPI_Allreduce(buf.data(), out.data(), 10, MPI_INT, MPI_OP_NULL, c),
             "MPI_Allreduce with MPI_OP_NULL");
   same_code(MPI_Bcast(buf.data(), 10, MPI_DATATYPE_NULL, 0, c), PMPI_Bcast(buf.data(), 10, MPI_DATATYPE_NULL, 0, c), "MPI_Bcast of MPI_DATATYPE_NULL");
+  // Calls of no elements: the layer answers arguments MPI's own accepted
+  // with MPI's answer, without asking again. Any other arguments still get
+  // MPI's own answer, and so does a handle that was freed and made again
+  // (the uncommitted datatype below usually gets the freed one's address).
+  MPI_Datatype pair;
+  MPI_Type_contiguous(2, MPI_INT, &pair);
+  MPI_Type_commit(&pair);
+  for (int twice = 0; twice < 2; ++twice) {
+    check(MPI_Allreduce(buf.data(), out.data(), 0, MPI_INT, MPI_SUM, c), "MPI_Allreduce of no elements");
+    check(MPI_Reduce(buf.data(), out.data(), 0, MPI_INT, MPI_SUM, 0, c), "MPI_Reduce of no elements");
+    check(MPI_Reduce_scatter_block(buf.data(), out.data(), 0, MPI_INT, MPI_SUM, c), "MPI_Reduce_scatter_block of no elements");
+    check(MPI_Bcast(buf.data(), 0, pair, 0, c), "MPI_Bcast of no elements");
+    check(MPI_Allgather(buf.data(), 0, MPI_INT, out.data(), 0, MPI_INT, c), "MPI_Allgather of no elements");
+    check(MPI_Alltoall(buf.data(), 0, MPI_INT, out.data(), 0, MPI_INT, c), "MPI_Alltoall of no elements");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(buf.data(), out.data(), 0, MPI_INT, MPI_SUM, c, &r), "MPI_Iallreduce of no elements");
+    expect(r != MPI_REQUEST_NULL, "MPI_Iallreduce of no elements gives a request, the second time too");
+    check(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait for an MPI_Iallreduce of no elements");
+  }
+  same_code(MPI_Allreduce(buf.data(), out.data(), 0, MPI_INT, MPI_OP_NULL, c), PMPI_Allreduce(buf.data(), out.data(), 0, MPI_INT, MPI_OP_NULL, c),
+            "MPI_Allreduce of no elements with MPI_OP_NULL, after one accepted");
+  same_code(MPI_Reduce(buf.data(), out.data(), 0, MPI_INT, MPI_SUM, size, c), PMPI_Reduce(buf.data(), out.data(), 0, MPI_INT, MPI_SUM, size, c),
+            "MPI_Reduce of no elements to a root out of range, after one accepted");
+  same_code(MPI_Reduce_scatter_block(buf.data(), out.data(), 0, MPI_DATATYPE_NULL, MPI_SUM, c),
+            PMPI_Reduce_scatter_block(buf.data(), out.data(), 0, MPI_DATATYPE_NULL, MPI_SUM, c),
+            "MPI_Reduce_scatter_block of no elements of MPI_DATATYPE_NULL, after one accepted");
+  same_code(MPI_Allgather(buf.data(), 0, MPI_INT, out.data(), 0, MPI_DATATYPE_NULL, c),
+            PMPI_Allgather(buf.data(), 0, MPI_INT, out.data(), 0, MPI_DATATYPE_NULL, c), "MPI_Allgather of no elements into MPI_DATATYPE_NULL, after one accepted");
+  same_code(MPI_Alltoall(buf.data(), 0, MPI_INT, MPI_IN_PLACE, 0, MPI_INT, c), PMPI_Alltoall(buf.data(), 0, MPI_INT, MPI_IN_PLACE, 0, MPI_INT, c),
+            "MPI_Alltoall of no elements into MPI_IN_PLACE, after one accepted");
+  const MPI_Datatype was = pair;
+  MPI_Type_free(&pair);
+  MPI_Datatype loose;
+  MPI_Type_contiguous(2, MPI_INT, &loose);
+  same_code(MPI_Bcast(buf.data(), 0, loose, 0, c), PMPI_Bcast(buf.data(), 0, loose, 0, c),
+            std::string("MPI_Bcast of no elements of an uncommitted datatype") + (loose == was ? " at the handle of a freed one MPI had accepted" : ""));
+  MPI_Type_free(&loose);
   // and the communicator still works
   check(MPI_Allreduce(buf.data(), out.data(), 10, MPI_INT, MPI_SUM, c), "MPI_Allreduce after the rejected calls");
   expect(out[9] == size * (size - 1) / 2, "MPI_Allreduce after the rejected calls is right");

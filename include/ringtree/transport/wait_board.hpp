@@ -50,19 +50,29 @@ class wait_board {
   // waiting, or is not on this host), and the chain in words, "" if none.
   // A chain that comes back to a rank it named (not this one) is a cycle:
   // it stops there, and none of its ranks is more to blame than another.
+  // Ranks stuck in collectives called in different orders wait for each
+  // other for good; two ranks still exchanging (a message in many pieces,
+  // on a machine too busy for the timeout) also wait for each other, but
+  // each wait is young: `youngest`, in seconds, tells the two apart.
   struct blame {
     int rank;
     std::string chain;
     bool cycle = false;
+    double youngest = 0;  // the cycle's youngest wait
     // The end of a timeout's message: who is to blame (`it`: the peer itself).
     std::string verdict(const std::string& it) const {
+      if (cycle && youngest < live_wait_s)
+        return cat("; these ranks wait for each other, but the youngest of those waits began ", youngest,
+                   " s ago: they are still exchanging, too slowly for the timeout (a busy machine? a larger RINGTREE_TIMEOUT)");
       if (cycle) return "; the ranks of this cycle wait for each other (collectives called in different orders?)";
       return cat(", ", whole_timeout_words, ": ", it, " stalled, died or is in another call");
     }
+    static constexpr double live_wait_s = 1.0;
   };
   blame follow(int peer) const {
     blame b{peer, {}};
     std::vector<int> named{peer};
+    std::vector<double> ages;  // ages[j]: how long named[j] has waited for named[j + 1]
     for (std::size_t hops = 0; hops < lines_.size(); ++hops) {
       const int i = index_of(b.rank);
       if (i < 0) break;  // elsewhere: the chain leaves the host here
@@ -71,10 +81,13 @@ class wait_board {
       const int next = static_cast<int>(w) - 1;
       if (next == me() || next == b.rank) break;  // a cycle through this rank: it is the one waited for
       const double s = static_cast<double>(now_ns() - lines_[i]->since_ns.load(std::memory_order_relaxed)) * 1e-9;
-      b.chain += cat(", which has waited ", static_cast<int>(s * 10) / 10.0, " s for rank ", next);
-      if (std::find(named.begin(), named.end(), next) != named.end()) {
+      const double shown = static_cast<int>(s * 10) / 10.0;
+      b.chain += cat(", which has waited ", shown, " s for rank ", next);
+      ages.push_back(shown);
+      if (const auto at = std::find(named.begin(), named.end(), next); at != named.end()) {
         b.chain += ", which is where this chain began";
         b.cycle = true;
+        b.youngest = *std::min_element(ages.begin() + (at - named.begin()), ages.end());
         break;
       }
       named.push_back(next);
