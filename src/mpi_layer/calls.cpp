@@ -140,19 +140,22 @@ int empty_to_mpi(call_kind kind, MPI_Comm comm, const call_args& args, Mpi& mpi)
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
 [[gnu::noinline]] int serve_long(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, const call_args& args, Bytes&& bytes,
                                  Refusal&& refusal, Text&& text, Run&& run, Mpi&& mpi);
-// `args`: the call's arguments but its count (args_of), compared only for
-// calls of no elements.
+// A call of no elements on the last communicator asked about, with the
+// arguments (args_of: all but the count) MPI's own last accepted: MPI's
+// answer, MPI_SUCCESS. Each call asks this first, before it builds the
+// pieces serve takes (building them cost more than the answer).
+inline bool answered(call_kind kind, MPI_Comm comm, long count, const call_args& args) {
+  return count == 0 && comm == last_comm && !inside && last_info->empty[std::size_t(kind)].matches(args);
+}
+// `args`: as answered() took them, kept where MPI's own accepts them.
 template <class Refusal, class Bytes, class Text, class Run, class Mpi>
 int serve(call_kind kind, MPI_Comm comm, long count, MPI_Datatype t, const call_args& args, Bytes&& bytes, Refusal&& refusal, Text&& text,
           Run&& run, Mpi&& mpi) {
-  // On the last communicator asked about: a call of no elements with the
-  // arguments MPI's own last accepted gets its answer; the count and
-  // datatype just measured faster on MPI's own go there (the memos are set
-  // only where the log is off). A compare or two each; the rest is out of
-  // line, so that these paths cost no frame of their own.
+  // The count and datatype just measured faster on MPI's own, on the last
+  // communicator asked about: a compare, then MPI (the memo is set only
+  // where the log is off, on a communicator the layer serves). The rest is
+  // out of line, so that this path costs no frame of its own.
   if (comm == last_comm && !inside) {
-    const accepted_empty& empty = last_info->empty[std::size_t(kind)];
-    if (count == 0 && empty.epoch == empty_epoch && empty.args == args) return MPI_SUCCESS;
     const call_to_mpi& memo = last_info->to_mpi[std::size_t(kind)];
     if (memo.set && memo.count == count && memo.t == t && last_info->lc) return to_mpi(kind, comm, last_info, mpi);
   }
@@ -241,7 +244,9 @@ int owing(int n, const MPI_Request* was, const MPI_Request* now, int rc, MPI_Sta
 extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve(call_kind::allreduce, comm, count, t, args_of(sendbuf, recvbuf, t, o), [&] { return signature_bytes(count, t); },
+  const call_args args = args_of(sendbuf, recvbuf, t, o);
+  if (answered(call_kind::allreduce, comm, count, args)) return MPI_SUCCESS;
+  return serve(call_kind::allreduce, comm, count, t, args, [&] { return signature_bytes(count, t); },
       [&] { return first_of([&] { return refused_reduction(count, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, count); }); },
       [&] { return reduction_text(count, t, o); },
       [&](comm_t& c) {
@@ -270,7 +275,9 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm) {
-  return serve(call_kind::reduce, comm, count, t, args_of(sendbuf, recvbuf, t, o, root), [&] { return signature_bytes(count, t); },
+  const call_args args = args_of(sendbuf, recvbuf, t, o, root);
+  if (answered(call_kind::reduce, comm, count, args)) return MPI_SUCCESS;
+  return serve(call_kind::reduce, comm, count, t, args, [&] { return signature_bytes(count, t); },
       [&] {
         // (at the root: recvbuf is used only there)
         const bool at_root = info_of(comm).rank == root;
@@ -293,7 +300,9 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t, MP
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype t, MPI_Op o, MPI_Comm comm) {
-  return serve(call_kind::reduce_scatter_block, comm, recvcount, t, args_of(sendbuf, recvbuf, t, o), [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
+  const call_args args = args_of(sendbuf, recvbuf, t, o);
+  if (answered(call_kind::reduce_scatter_block, comm, recvcount, args)) return MPI_SUCCESS;
+  return serve(call_kind::reduce_scatter_block, comm, recvcount, t, args, [&] { return signature_bytes(recvcount, t) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return first_of([&] { return refused_reduction(recvcount, t, o); }, [&] { return refused_alias(sendbuf, recvbuf, recvcount); }); },
       [&] { return reduction_text(recvcount, t, o); },
       [&](comm_t& c) {
@@ -313,7 +322,9 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 }
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-  return serve(call_kind::bcast, comm, count, t, args_of(buf, t, root), [&] { return signature_bytes(count, t); },
+  const call_args args = args_of(buf, t, root);
+  if (answered(call_kind::bcast, comm, count, args)) return MPI_SUCCESS;
+  return serve(call_kind::bcast, comm, count, t, args, [&] { return signature_bytes(count, t); },
       [&] { return count < 0 ? "a negative count" : t == MPI_DATATYPE_NULL ? "MPI_DATATYPE_NULL" : refused_root(root, comm); },
       [&] { return detail::cat(count, " x ", type_name(t), ", root ", root); },
       [&](comm_t& c) {
@@ -325,7 +336,9 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve(call_kind::allgather, comm, recvcount, recvtype, args_of(sendbuf, sendcount, sendtype, recvbuf, recvtype), [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  const call_args args = args_of(sendbuf, sendcount, sendtype, recvbuf, recvtype);
+  if (answered(call_kind::allgather, comm, recvcount, args)) return MPI_SUCCESS;
+  return serve(call_kind::allgather, comm, recvcount, recvtype, args, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " from each rank"); },
       [&](comm_t& c) {
@@ -344,7 +357,9 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return serve(call_kind::alltoall, comm, recvcount, recvtype, args_of(sendbuf, sendcount, sendtype, recvbuf, recvtype), [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
+  const call_args args = args_of(sendbuf, sendcount, sendtype, recvbuf, recvtype);
+  if (answered(call_kind::alltoall, comm, recvcount, args)) return MPI_SUCCESS;
+  return serve(call_kind::alltoall, comm, recvcount, recvtype, args, [&] { return signature_bytes(recvcount, recvtype) * static_cast<std::size_t>(info_of(comm).size); },
       [&] { return refused_movement(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype); },
       [&] { return detail::cat(recvcount, " x ", type_name(recvtype), " to and from each rank"); },
       [&](comm_t& c) {
