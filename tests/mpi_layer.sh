@@ -48,6 +48,7 @@ for np in 2 3 4; do
               "of $np: MPI_Allreduce(10 x MPI_INT, MPI_SUM): MPI (the send buffer is the receive buffer, not MPI_IN_PLACE)" \
               "of $np: MPI_Allreduce(10 x MPI_DATATYPE_NULL, MPI_SUM): MPI (MPI_DATATYPE_NULL)" \
               "of $np: MPI_Allreduce(10 x MPI_INT, MPI_OP_NULL): MPI (MPI_OP_NULL)" \
+              "MPI_Allreduce(10 x MPI_INT, MPI_SUM): MPI (MPI_COMM_NULL)" \
               "of $np: MPI_Reduce(1000 x MPI_SHORT, MPI_MIN, root $((1000 % np))): ringtree" \
               "of $np: MPI_Reduce_scatter_block(1000 x MPI_UINT8_T, MPI_SUM): ringtree" \
               "of $np: MPI_Bcast(70000 x a derived datatype, root $(((70000 + 1) % np))): ringtree" \
@@ -69,7 +70,7 @@ for np in 2 3 4; do
   # no other reason sent a call to MPI
   others=$(grep -o '): MPI (.*)$' "$tmp/log" | sort -u | grep -v -e 'an op ringtree does not have' -e 'a datatype ringtree does not reduce' \
            -e 'one rank' -e 'an intercommunicator' -e 'MIN and MAX of floating point' -e 'MPI_DATATYPE_NULL' -e 'MPI_OP_NULL' \
-           -e 'the send buffer is the receive buffer' -e 'nothing to move' -e 'a root out of range')
+           -e 'the send buffer is the receive buffer' -e 'nothing to move' -e 'a root out of range' -e 'MPI_COMM_NULL')
   [ -z "$others" ] || fail "layer_check np=$np: calls went to MPI for other reasons: $others"
 done
 

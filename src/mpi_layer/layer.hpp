@@ -112,6 +112,10 @@ struct comm_info {
 };
 // The communicator asked about last, and what the layer knows of it
 // (support.cpp keeps them): a call on it reads its info without a call.
+// While there is none, last_comm is `no_comm`, a value no call passes (a
+// null handle; MPI_COMM_NULL is a real one that a call may pass, and it
+// matched then, with no info behind it).
+inline constexpr MPI_Comm no_comm = MPI_Comm{};
 extern MPI_Comm last_comm;
 extern comm_info* last_info;
 comm_info& info_of_slow(MPI_Comm comm);

@@ -73,7 +73,7 @@ std::vector<MPI_Comm> known;  // the communicators with an attribute, oldest fir
 int delete_info(MPI_Comm comm, int, void* value, void*) {
   inside_scope in;
   std::erase(known, comm);
-  if (last_comm == comm) last_comm = MPI_COMM_NULL, last_info = nullptr;
+  if (last_comm == comm) last_comm = no_comm, last_info = nullptr;
   delete static_cast<comm_info*>(value);
   return MPI_SUCCESS;
 }
@@ -129,7 +129,7 @@ route_table load_routes(MPI_Comm c, const communicator<cluster_transport>& comm)
 layer_comm::layer_comm(MPI_Comm c)
     : comm(make_communicator(c, layer_communicator_options(), layer_options())), one_host(comm.transport().one_host()), routes(load_routes(c, comm)) {}
 
-MPI_Comm last_comm = MPI_COMM_NULL;
+MPI_Comm last_comm = no_comm;
 comm_info* last_info = nullptr;
 
 comm_info& info_of_slow(MPI_Comm comm) {

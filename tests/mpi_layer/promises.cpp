@@ -151,6 +151,13 @@ void erroneous_calls() {
   check(MPI_Allreduce(buf.data(), out.data(), 10, MPI_INT, MPI_SUM, c), "MPI_Allreduce after the rejected calls");
   expect(out[9] == size * (size - 1) / 2, "MPI_Allreduce after the rejected calls is right");
   MPI_Comm_free(&c);
+  // MPI_COMM_NULL once no communicator is the last asked about (c, freed
+  // just now): MPI's MPI_ERR_COMM, not a read of a communicator's info that
+  // is not there (the layer's memo matched MPI_COMM_NULL then).
+  for (const int count : {10, 0})
+    same_code(MPI_Allreduce(buf.data(), out.data(), count, MPI_INT, MPI_SUM, MPI_COMM_NULL),
+              PMPI_Allreduce(buf.data(), out.data(), count, MPI_INT, MPI_SUM, MPI_COMM_NULL),
+              "MPI_Allreduce of " + std::to_string(count) + " ints on MPI_COMM_NULL, after the last communicator asked about was freed");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
