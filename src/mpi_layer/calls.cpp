@@ -452,9 +452,10 @@ int MPI_Request_free(MPI_Request* r) {
 }
 
 // A freed datatype's or op's handle may come back as another's: calls of
-// no elements ask MPI again (layer.hpp, accepted_empty).
+// no elements ask MPI again (layer.hpp, accepted_empty), and so does what
+// the layer knows of a datatype (types_epoch).
 int MPI_Type_free(MPI_Datatype* t) {
-  ++empty_epoch;
+  ++empty_epoch, ++types_epoch;
   return PMPI_Type_free(t);
 }
 int MPI_Op_free(MPI_Op* o) {

@@ -84,6 +84,10 @@ inline constexpr bool mpi_answers_empty_alone = false;  // (not checked for othe
 #endif
 using call_args = std::array<std::uintptr_t, 6>;
 inline std::uint64_t empty_epoch = 1;
+// Moves on when a datatype is freed: what the layer learnt of a datatype
+// handle (its size, whether it is plain: support.cpp, facts_of) is asked
+// of MPI again.
+inline std::uint64_t types_epoch = 1;
 template <class... A>
 call_args args_of(A... a) {
   auto word = []<class W>(W w) {

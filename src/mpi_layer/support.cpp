@@ -221,24 +221,40 @@ void drop_all() {
 
 // ---- buffers as bytes ----
 
-std::size_t signature_bytes(long count, MPI_Datatype t) {
-  int size = 0;
-  PMPI_Type_size(t, &size);
-  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
-}
-
 namespace {
 // A predefined datatype without gaps: its elements lie back to back.
-bool plain(MPI_Datatype t) {
+bool plain(MPI_Datatype t, int size) {
   int ni, na, nd, combiner;
   PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
   if (combiner != MPI_COMBINER_NAMED) return false;
   MPI_Aint lb, extent;
   PMPI_Type_get_extent(t, &lb, &extent);
-  int size = 0;
-  PMPI_Type_size(t, &size);
   return lb == 0 && extent == size;
 }
+// What a call asks of its datatype, kept for the last datatype asked about
+// on this thread: the same four questions to MPI on every call cost about
+// 20 ns of a 4-byte broadcast's 180 at 2 ranks. A freed datatype's handle
+// may come back as another: types_epoch moves on then.
+struct type_facts {
+  MPI_Datatype t{};
+  std::uint64_t epoch = 0;  // (0 never matches)
+  std::size_t size = 0;
+  bool plain = false;
+};
+const type_facts& facts_of(MPI_Datatype t) {
+  static thread_local type_facts f __attribute__((tls_model("initial-exec")));
+  if (f.t != t || f.epoch != types_epoch) {
+    int size = 0;
+    PMPI_Type_size(t, &size);
+    f = {t, types_epoch, static_cast<std::size_t>(size), plain(t, size)};
+  }
+  return f;
+}
+}  // namespace
+
+std::size_t signature_bytes(long count, MPI_Datatype t) { return static_cast<std::size_t>(count) * facts_of(t).size; }
+
+namespace {
 // MPI_Pack counts elements and positions bytes in ints: a buffer of 2 GiB
 // or more is packed in pieces, each below that.
 template <class F>
@@ -258,7 +274,7 @@ bytes_of::bytes_of(const void* buf, long count, MPI_Datatype t, MPI_Comm comm, b
     : buf_(const_cast<void*>(buf)), count_(count), t_(t), comm_(comm) {
   const std::size_t n = signature_bytes(count, t);
   if (n == 0) return;  // (MPI_Pack refuses an empty buffer)
-  if (plain(t)) {
+  if (facts_of(t).plain) {
     bytes_ = {static_cast<std::uint8_t*>(buf_), n};
     return;
   }

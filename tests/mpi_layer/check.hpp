@@ -47,6 +47,7 @@ void request_status(MPI_Comm comm);
 void async_errors_return();
 void erroneous_calls();
 void nan_and_zeros(MPI_Comm comm);
+void freed_datatypes(MPI_Comm comm);
 void large_derived(MPI_Comm comm);
 
 }  // namespace layer_check

@@ -323,6 +323,7 @@ int main(int argc, char** argv) {
     progress();
     erroneous_calls();
     nan_and_zeros(MPI_COMM_WORLD);
+    freed_datatypes(MPI_COMM_WORLD);
     if (!layer_off()) errors_return(), async_errors_return();  // (with the layer off, MPI itself would get counts that differ)
     barrier();
   }

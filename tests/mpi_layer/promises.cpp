@@ -2,8 +2,9 @@
 // broke (each failed before its fix): a request's status can be polled,
 // an error of a non-blocking call comes back under MPI_ERRORS_RETURN, an
 // erroneous call (the same buffer twice, a null handle) gets MPI's own
-// error code, MIN and MAX with NaNs give MPI's bytes, and a 2 GiB call of
-// a derived datatype is served.
+// error code, MIN and MAX with NaNs give MPI's bytes, a 2 GiB call of a
+// derived datatype is served, and a datatype made at a freed one's handle
+// is not taken for the freed one.
 #include <mpi.h>
 
 #include <chrono>
@@ -200,6 +201,29 @@ void nan_and_zeros(MPI_Comm comm) {
         check(MPI_Reduce_scatter_block(in.data(), got.data(), count, t, o, comm), "MPI_Reduce_scatter_block " + what);
         same_bytes(got.data(), want.data(), bytes, "MPI_Reduce_scatter_block " + what);
       }
+}
+
+void freed_datatypes(MPI_Comm comm) {
+  // A datatype freed and made again with another size, usually at the
+  // freed one's handle: the layer keeps what it learnt of the last
+  // datatype between calls, and must ask MPI again (each broadcast twice,
+  // so the second call takes what the first learnt).
+  for (const int n : {2, 3, 5}) {
+    MPI_Datatype t;
+    MPI_Type_contiguous(n, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    for (int twice = 0; twice < 2; ++twice) {
+      std::vector<int> buf(static_cast<std::size_t>(4 * n), -1);
+      if (rank == 0)
+        for (int i = 0; i < 4 * n; ++i) buf[static_cast<std::size_t>(i)] = 100 * n + i + twice;
+      const std::string what = "MPI_Bcast of 4 x contiguous(" + std::to_string(n) + " ints), a datatype made after another was freed";
+      check(MPI_Bcast(buf.data(), 4, t, 0, comm), what);
+      int bad = 0;
+      for (int i = 0; i < 4 * n; ++i) bad += buf[static_cast<std::size_t>(i)] != 100 * n + i + twice;
+      expect(bad == 0, what + ": " + std::to_string(bad) + " wrong ints");
+    }
+    MPI_Type_free(&t);
+  }
 }
 
 void large_derived(MPI_Comm comm) {
