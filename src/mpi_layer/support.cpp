@@ -64,7 +64,7 @@ void mpi_progress() noexcept {
   // outnumber the cores, so on every look a wait yielded twice (a 32-byte
   // all-gather at 4 ranks on 2 cores took 6 context switches a call, 2x
   // ringtree's own time); a peer waiting for one of this rank's MPI
-  // requests is still moved along within a few tens of microseconds.
+  // requests is still moved along, within 16 looks of the wait.
   static thread_local unsigned looks __attribute__((tls_model("initial-exec"))) = 0;
   if (!inside || looks++ % 16 != 0) return;
   int flag = 0;
